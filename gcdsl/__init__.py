@@ -1,0 +1,31 @@
+"""gcdsl: runtime-indexed TMA descriptors in grid-constant parameter space, for CuTe DSL.
+
+    import gcdsl
+
+    @gcdsl.kernel                       # where @cute.kernel was
+    def copy_kernel(loads: List[cute.CopyAtom], ...):
+        g = group_id()                  # a runtime value
+        cute.copy(loads[g], src, dst, tma_bar_ptr=mbar)
+
+A `List[cute.CopyAtom]` parameter indexed by a runtime value keeps its N
+descriptors as N consecutive 128-byte grid-constant kernel parameters; the
+indexed atom becomes the list's first atom (the compile-time template) bound to
+the descriptor at `cvta.param(first) + index * 128`. `Kernel.desugared_source`
+shows the code that runs; `GCDSL_DUMP=1` prints it and `GCDSL_DUMP_DIR=dir`
+writes it when the kernel is first traced.
+"""
+from .diagnostics import Diag, GcdslError, SourceLocation
+from .frontend import desugar_function
+
+__version__ = "0.1.0"
+
+__all__ = ["Diag", "GcdslError", "Kernel", "SourceLocation", "desugar_function", "kernel"]
+
+
+def __getattr__(name):
+    # The decorator pulls in the DSL; the front end and diagnostics work without it.
+    if name in ("kernel", "Kernel"):
+        from . import decorator
+
+        return getattr(decorator, name)
+    raise AttributeError(f"module 'gcdsl' has no attribute {name!r}")

@@ -1,0 +1,108 @@
+"""`@gcdsl.kernel`: desugar a kernel's source, then hand it to `cute.kernel`."""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from typing import Any, Callable, Dict
+
+from . import frontend
+from .diagnostics import Diag, GcdslError
+from .frontend.analysis import KernelAnalysis, ParamKind
+from .frontend.dump import register_source, synthetic_filename
+from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
+from .lower import runtime
+from .lower.descriptors import check_descriptor_list
+
+
+class Kernel:
+    """A kernel as `@gcdsl.kernel` made it. Call it where a `@cute.kernel` is called.
+
+    `desugared_source` is the Python that runs: it is what the CuTe DSL reads,
+    traces and compiles.
+    """
+
+    def __init__(self, func: Callable) -> None:
+        source = frontend.capture(func)
+        self._analysis: KernelAnalysis = frontend.analyze(source)
+        desugared = frontend.desugar(self._analysis)
+        self.desugared_source: str = frontend.render(desugared)
+        self.__name__ = func.__name__
+        self.__qualname__ = func.__qualname__
+        self.__doc__ = func.__doc__
+        self.__module__ = func.__module__
+        self._signature = inspect.signature(func)
+        self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno)
+        self._dumped = False
+        self._cute_kernel = self._materialize(func, desugared)
+
+    def _materialize(self, func: Callable, desugared: frontend.Desugared) -> Any:
+        """Execute the desugared text in the kernel's own module globals.
+
+        Module globals (not a copy) keep names defined after the kernel visible,
+        as they are to the original. Closures and computed defaults come in
+        through the binding function the front end wrapped around the `def`.
+        """
+        register_source(self._filename, self.desugared_source)
+        code = compile(self.desugared_source, self._filename, "exec")
+        globals_ = func.__globals__
+        globals_.setdefault(RUNTIME_NAME, runtime)
+        namespace: Dict[str, Any] = {}
+        exec(code, globals_, namespace)
+        if BIND_NAME not in namespace:
+            return namespace[func.__name__]
+        closure = [cell.cell_contents for cell in (func.__closure__ or ())]
+        defaults = _computed_defaults(func, desugared.default_names)
+        return namespace[BIND_NAME](*closure, *defaults)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self._signature.bind(*args, **kwargs)
+        for name, param in self._analysis.runtime_indexed.items():
+            if param.kind is ParamKind.DESCRIPTOR_LIST and name in bound.arguments:
+                check_descriptor_list(
+                    bound.arguments[name],
+                    param=name,
+                    location=self._analysis.source.location(param.node),
+                )
+        self._dump_once()
+        # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
+        register_source(self._filename, self.desugared_source)
+        return self._cute_kernel(*args, **kwargs)
+
+    def _dump_once(self) -> None:
+        if self._dumped:
+            return
+        self._dumped = True
+        if os.environ.get("GCDSL_DUMP", "0") not in ("", "0"):
+            print(f"# ---- gcdsl: desugared {self._filename} ----", file=sys.stderr)
+            print(self.desugared_source, file=sys.stderr)
+        dump_dir = os.environ.get("GCDSL_DUMP_DIR")
+        if dump_dir:
+            os.makedirs(dump_dir, exist_ok=True)
+            where = self._analysis.source
+            name = f"{self.__name__}.{os.path.basename(where.filename)}.{where.tree.lineno}.py"
+            with open(os.path.join(dump_dir, name), "w") as f:
+                f.write(self.desugared_source)
+
+    def __repr__(self) -> str:
+        return f"<gcdsl.kernel {self.__qualname__}>"
+
+
+def _computed_defaults(func: Callable, names: list) -> list:
+    wanted = {name[len("__default_"):-len("__")] for name in names}
+    values = {}
+    params = inspect.signature(func).parameters
+    for name in wanted:
+        values[name] = params[name].default
+    return [values[name[len("__default_"):-len("__")]] for name in names]
+
+
+def kernel(func: Callable) -> Kernel:
+    """Decorator used where `@cute.kernel` was; see the package docstring."""
+    if not callable(func):
+        raise GcdslError(
+            Diag.UNSUPPORTED_DECORATOR,
+            "@gcdsl.kernel takes no arguments",
+            hint="write `@gcdsl.kernel` above the kernel's `def`",
+        )
+    return Kernel(func)

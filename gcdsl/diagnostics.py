@@ -1,0 +1,88 @@
+"""Errors that point at the user's source.
+
+Every error gcdsl raises is a `GcdslError`: it carries a stable id, the user's
+file, line and column, the parameter involved and a hint saying what to do, and
+renders them the way compilers do (location, excerpt, caret). This module is
+free of `cutlass` imports: the front end raises these errors too.
+"""
+from __future__ import annotations
+
+import enum
+import linecache
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+
+class Diag(enum.Enum):
+    """Stable diagnostic ids. Tests and users match on these, never on wording."""
+
+    NO_SOURCE = "no-source"
+    NOT_A_FUNCTION = "not-a-function"
+    UNSUPPORTED_DECORATOR = "unsupported-decorator"
+    LIST_REASSIGNED = "list-reassigned"
+    LIST_MUTATED = "list-mutated"
+    NOT_A_LIST = "not-a-list"
+    EMPTY_LIST = "empty-list"
+    NOT_A_TMA_ATOM = "not-a-tma-atom"
+    ATOM_TYPE_MISMATCH = "atom-type-mismatch"
+    INDEX_OUT_OF_RANGE = "index-out-of-range"
+    BAD_INDEX_TYPE = "bad-index-type"
+    DESC_PTR_CONFLICT = "desc-ptr-conflict"
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A place in the user's file (1-based line, 0-based column as in `ast`)."""
+
+    filename: str
+    line: int
+    col: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.line}:{self.col + 1}"
+
+    @property
+    def short(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.line}"
+
+    def excerpt(self) -> str:
+        """The source line with a caret under the column, or '' if unreadable."""
+        text = linecache.getline(self.filename, self.line).rstrip("\n")
+        if not text:
+            return ""
+        gutter = f"{self.line:>5} | "
+        return f"{gutter}{text}\n{' ' * (len(gutter) + self.col)}^"
+
+
+class GcdslError(Exception):
+    """A user-facing error: what went wrong, where, with which parameter, and what to do."""
+
+    def __init__(
+        self,
+        diag: Diag,
+        message: str,
+        *,
+        location: Optional[SourceLocation] = None,
+        param: Optional[str] = None,
+        hint: Optional[str] = None,
+    ) -> None:
+        self.diag = diag
+        self.message = message
+        self.location = location
+        self.param = param
+        self.hint = hint
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        head = f"[gcdsl:{self.diag.value}] {self.message}"
+        parts = [f"{self.location}: {head}" if self.location else head]
+        if self.location is not None:
+            excerpt = self.location.excerpt()
+            if excerpt:
+                parts.append(excerpt)
+        if self.param is not None:
+            parts.append(f"  parameter: {self.param}")
+        if self.hint is not None:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)

@@ -1,0 +1,149 @@
+"""AST rewriting: from the user's kernel to ordinary CuTe DSL code.
+
+Rewrites are small source templates whose UPPERCASE placeholders are replaced by
+the user's own nodes, so each one reads as the code it produces:
+
+    atoms[i]   ->   __gcdsl__.runtime_atom(atoms, i, origin='k.py:12')
+
+`__gcdsl__` is `gcdsl.lower.runtime`, bound in the kernel's globals. Everything
+else in the kernel is left as written.
+"""
+from __future__ import annotations
+
+import ast
+import copy
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from .analysis import KernelAnalysis, ParamKind
+
+RUNTIME_NAME = "__gcdsl__"
+BIND_NAME = "__gcdsl_bind__"
+
+# The CuTe DSL recognises its decorators by attribute name (`kernel`, `jit`) when it
+# re-reads a kernel's source, so the desugared text carries the real one.
+DECORATOR_TEMPLATE = f"{RUNTIME_NAME}.cute.kernel"
+
+INDEX_TEMPLATES = {
+    ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
+}
+
+
+def expr_template(template: str, at: ast.AST, **holes: ast.AST) -> ast.expr:
+    """Parse `template`, place it at `at`'s position, and put a copy of `holes[NAME]`
+    where the name `NAME` stands (holes keep their own positions)."""
+
+    class Fill(ast.NodeTransformer):
+        def visit_Name(self, node: ast.Name) -> ast.AST:
+            return copy.deepcopy(holes[node.id]) if node.id in holes else node
+
+    return Fill().visit(_placed(ast.parse(template, mode="eval").body, at))
+
+
+def _placed(tree: ast.AST, at: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if "lineno" in node._attributes:
+            node.lineno, node.col_offset = at.lineno, at.col_offset
+            node.end_lineno, node.end_col_offset = at.end_lineno, at.end_col_offset
+    return tree
+
+
+@dataclass
+class Desugared:
+    """The rewritten kernel: a module holding one `def` and where each change came from."""
+
+    module: ast.Module
+    function: ast.FunctionDef
+    origins: Dict[int, str] = field(default_factory=dict)  # id(stmt) -> "file.py:LINE"
+    closure_names: List[str] = field(default_factory=list)
+    default_names: List[str] = field(default_factory=list)
+
+
+class _IndexRewriter(ast.NodeTransformer):
+    def __init__(self, analysis: KernelAnalysis) -> None:
+        self.analysis = analysis
+        self.sites = {id(s.node): s for p in analysis.runtime_indexed.values() for s in p.sites}
+        self.rewritten_stmts: set = set()
+        self._stmt_stack: List[ast.stmt] = []
+
+    def visit(self, node: ast.AST) -> ast.AST:
+        is_stmt = isinstance(node, ast.stmt)
+        if is_stmt:
+            self._stmt_stack.append(node)
+        try:
+            return super().visit(node)
+        finally:
+            if is_stmt:
+                self._stmt_stack.pop()
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        # Rewrite the body only: annotations and defaults are host-side expressions.
+        node.body = [self.visit(s) for s in node.body]
+        return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.AST:
+        site = self.sites.get(id(node))
+        self.generic_visit(node)
+        if site is None:
+            return node
+        param = self.analysis.params[site.param]
+        origin = self.analysis.source.location(node).short
+        new = expr_template(
+            INDEX_TEMPLATES[param.kind],
+            at=node,
+            PARAM=ast.Name(id=site.param, ctx=ast.Load()),
+            INDEX=node.slice,
+            ORIGIN=ast.Constant(origin),
+        )
+        self.rewritten_stmts.add(id(self._stmt_stack[-1]))
+        return new
+
+
+def desugar(analysis: KernelAnalysis) -> Desugared:
+    source = analysis.source
+    fn = copy.deepcopy(source.tree)
+    rewriter = _IndexRewriter(analysis)
+    # deepcopy breaks node identity; map the sites onto the copy by walking both trees.
+    originals = list(ast.walk(source.tree))
+    copies = list(ast.walk(fn))
+    remap = {id(c): rewriter.sites[id(o)] for o, c in zip(originals, copies) if id(o) in rewriter.sites}
+    rewriter.sites = remap
+    fn = rewriter.visit(fn)
+
+    def_origin = source.location(source.tree).short
+    fn.decorator_list = [_placed(ast.parse(DECORATOR_TEMPLATE, mode="eval").body, source.tree)]
+    origins = {id(fn): f"{def_origin} (@gcdsl.kernel)"}
+    for stmt in ast.walk(fn):
+        if id(stmt) in rewriter.rewritten_stmts:
+            origins[id(stmt)] = source.location(stmt).short
+
+    default_names = _lift_defaults(fn)
+    closure_names = list(source.func.__code__.co_freevars)
+    body: List[ast.stmt] = [fn]
+    if closure_names or default_names:
+        # Closures and computed defaults belong to the enclosing scope; a binding
+        # function takes their values so the desugared def can be executed anew.
+        factory = ast.parse(f"def {BIND_NAME}({', '.join(closure_names + default_names)}):\n    pass").body[0]
+        factory.body = [fn, ast.Return(value=ast.Name(id=fn.name, ctx=ast.Load()))]
+        body = [_placed(factory, source.tree)]
+    module = ast.Module(body=body, type_ignores=[])
+    ast.fix_missing_locations(module)
+    return Desugared(module, fn, origins, closure_names, default_names)
+
+
+def _lift_defaults(fn: ast.FunctionDef) -> List[str]:
+    """Replace non-literal defaults with names the binding function supplies."""
+    names: List[str] = []
+    positional = fn.args.posonlyargs + fn.args.args
+    pairs = list(zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults))
+    pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
+    replacements = {}
+    for arg, default in pairs:
+        if isinstance(default, ast.Constant):
+            continue
+        name = f"__default_{arg.arg}__"
+        names.append(name)
+        replacements[id(default)] = ast.Name(id=name, ctx=ast.Load())
+    fn.args.defaults = [replacements.get(id(d), d) for d in fn.args.defaults]
+    fn.args.kw_defaults = [replacements.get(id(d), d) if d is not None else None for d in fn.args.kw_defaults]
+    return names

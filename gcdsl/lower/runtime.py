@@ -1,0 +1,9 @@
+"""What desugared kernels call, bound as `__gcdsl__` in the kernel's globals.
+
+Keep this namespace small: every name here shows up in `desugared_source`.
+"""
+import cutlass.cute as cute
+
+from .descriptors import runtime_atom
+
+__all__ = ["cute", "runtime_atom"]

@@ -1,0 +1,110 @@
+"""Reading what a compiled kernel became: parameter space and TMA instructions in PTX.
+
+Used by the tutorials to summarise a compile and by the tests to assert on the
+lowering. Plain text processing: no `cutlass` import.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
+_TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
+               "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
+_INSTR = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)\s+([^;]*);", re.M)
+
+DESCRIPTOR_BYTES = 128
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    align: int
+    size: int
+    offset: int  # byte offset in the kernel's parameter buffer (the CUDA ABI's layout)
+
+    @property
+    def is_descriptor(self) -> bool:
+        return self.size == DESCRIPTOR_BYTES and self.align >= 64
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    params: List[Param]
+    body: str
+
+    @property
+    def param_bytes(self) -> int:
+        return self.params[-1].offset + self.params[-1].size if self.params else 0
+
+    def descriptor_runs(self) -> List[List[Param]]:
+        """Maximal runs of descriptor parameters that are adjacent in the buffer."""
+        runs: List[List[Param]] = []
+        for p in self.params:
+            if p.is_descriptor and runs and runs[-1][-1].offset + DESCRIPTOR_BYTES == p.offset:
+                runs[-1].append(p)
+            elif p.is_descriptor:
+                runs.append([p])
+        return runs
+
+    def count(self, opcode_prefix: str) -> int:
+        return sum(1 for m in _INSTR.finditer(self.body) if m.group(1).startswith(opcode_prefix))
+
+    def instructions(self, opcode_prefix: str) -> List[str]:
+        return [m.group(0).strip() for m in _INSTR.finditer(self.body) if m.group(1).startswith(opcode_prefix)]
+
+    def uses_local_memory(self) -> bool:
+        return bool(re.search(r"\.local\b|\b(?:ld|st)\.local\b|__local_depot", self.body))
+
+    def definition(self, register: str) -> Optional[str]:
+        """The instruction that writes `register` (PTX from NVVM is in SSA form)."""
+        for m in _INSTR.finditer(self.body):
+            operands = m.group(2).split(",")
+            if operands and operands[0].strip() == register:
+                return m.group(0).strip()
+        return None
+
+
+def entries(ptx: str) -> Dict[str, Entry]:
+    """Every `.entry` (kernel) in `ptx`, with its parameters laid out as the ABI does."""
+    found: Dict[str, Entry] = {}
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{(.*?)\n\}", ptx, re.S):
+        name, params_text, body = m.group(1), m.group(2), m.group(4)
+        params: List[Param] = []
+        offset = 0
+        for pm in _PARAM.finditer(params_text):
+            elem = _TYPE_BYTES.get(pm.group(2), 1)
+            size = elem * int(pm.group(4) or 1)
+            align = int(pm.group(1) or elem)
+            offset = (offset + align - 1) // align * align
+            params.append(Param(pm.group(3), align, size, offset))
+            offset += size
+        found[name] = Entry(name, params, body)
+    return found
+
+
+def single_entry(ptx: str) -> Entry:
+    kernels = entries(ptx)
+    if len(kernels) != 1:
+        raise ValueError(f"expected one kernel in the PTX, found {len(kernels)}")
+    return next(iter(kernels.values()))
+
+
+def summary(ptx: str) -> str:
+    """A few lines a person can read: parameter space and TMA instructions per kernel."""
+    lines = []
+    for entry in entries(ptx).values():
+        runs = entry.descriptor_runs()
+        lines.append(f"kernel {entry.name[:60]}{'...' if len(entry.name) > 60 else ''}")
+        lines.append(
+            f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
+            f"descriptor arrays: {', '.join(f'{len(r)} x 128 B at +{r[0].offset}' for r in runs) or 'none'}"
+        )
+        lines.append(
+            f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
+            f"{entry.count('cvta.param')} cvta.param, "
+            f"local memory: {'yes' if entry.uses_local_memory() else 'none'}"
+        )
+    return "\n".join(lines)

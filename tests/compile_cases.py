@@ -1,0 +1,90 @@
+"""Compile named kernels without a GPU and keep their PTX (and SASS where nvdisasm exists).
+
+The CuTe DSL reads `CUTE_DSL_*` when `cutlass` is imported, so each target
+architecture and each choice of decorator needs its own process:
+
+    python -m tests.compile_cases --arch sm_90a --decorator gcdsl --out DIR CASE...
+
+writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES`.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import os
+import shutil
+import sys
+import tempfile
+
+
+def _batch_copy(n, kernel="runtime"):
+    def build():
+        from tests.kernels import batch_copy as bc
+
+        fn = bc.batch_copy if kernel == "runtime" else bc.batch_copy_constant_chain
+        return fn, bc.fake_args(n)
+
+    return build
+
+
+def _gemm():
+    from tests.kernels import wgmma_gemm
+
+    return wgmma_gemm.gemm, wgmma_gemm.fake_args()
+
+
+CASES = {
+    **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},
+    "constant_chain_n3": _batch_copy(3, kernel="chain"),
+    "wgmma_gemm": _gemm,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--arch", default="sm_90a")
+    parser.add_argument("--decorator", choices=["cute", "gcdsl"], default="gcdsl")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("cases", nargs="+")
+    args = parser.parse_args()
+
+    os.makedirs(args.out, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix="gcdsl-dump-")
+    os.environ.update(
+        CUTE_DSL_ARCH=args.arch,
+        # SASS needs nvdisasm; in 4.8.1 it is only dumped when `ir` is kept too.
+        CUTE_DSL_KEEP="ptx,ir,sass" if has_nvdisasm() else "ptx",
+        CUTE_DSL_DUMP_DIR=scratch,
+        CUTE_DSL_NO_CACHE="1",
+        GCDSL_TEST_DECORATOR=args.decorator,
+    )
+    import cutlass.cute as cute  # only now: the DSL reads the variables above on import
+
+    for case in args.cases:
+        fn, fn_args = CASES[case]()
+        # Dump names are cut to a fixed length, so cases can collide: one at a time.
+        for stale in os.listdir(scratch):
+            os.remove(os.path.join(scratch, stale))
+        cute.compile(fn, *fn_args)
+        for path in os.listdir(scratch):
+            for ext in (".ptx", ".sass"):
+                if path.endswith(ext):
+                    shutil.copy(os.path.join(scratch, path), os.path.join(args.out, case + ext))
+        print(f"compiled {case} for {args.arch} under {args.decorator}", flush=True)
+    shutil.rmtree(scratch, ignore_errors=True)
+    return 0
+
+
+def has_nvdisasm() -> bool:
+    """On PATH, or from the nvidia-cuda-nvdisasm wheel (which the DSL also finds)."""
+    if shutil.which("nvdisasm"):
+        return True
+    try:
+        files = importlib.metadata.files("nvidia-cuda-nvdisasm") or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return any(str(f).endswith("bin/nvdisasm") for f in files)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

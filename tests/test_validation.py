@@ -1,0 +1,37 @@
+"""Trace-time validation of runtime-indexed descriptor lists (no GPU needed)."""
+import pytest
+
+import cutlass.cute as cute
+
+from gcdsl import Diag, GcdslError
+from tests.kernels import batch_copy, mismatch
+
+
+def test_atom_type_mismatch_names_file_line_param_position_and_types():
+    with pytest.raises(GcdslError) as info:
+        cute.compile(mismatch.mixed_tiles, *mismatch.fake_sources())
+    err = info.value
+    assert err.diag is Diag.ATOM_TYPE_MISMATCH
+    assert err.param == "loads"
+    assert err.location.filename == batch_copy.__file__
+    line = open(batch_copy.__file__).read().splitlines()[err.location.line - 1]
+    assert "loads: List[cute.CopyAtom]" in line
+    text = str(err)
+    assert "`loads[2]` differs from `loads[0]`" in text
+    assert "copy_bits = 131072" in text and "copy_bits = 65536" in text  # both types shown
+
+
+def test_empty_list_is_rejected():
+    with pytest.raises(GcdslError) as info:
+        cute.compile(mismatch.empty_list, *mismatch.fake_sources(1))
+    assert info.value.diag is Diag.EMPTY_LIST and info.value.param == "loads"
+
+
+def test_desugared_source_is_what_the_dsl_reads():
+    import inspect
+
+    kernel = batch_copy.runtime_indexed_kernel
+    wrapped = kernel._cute_kernel
+    func = getattr(wrapped, "__wrapped__", None) or getattr(wrapped, "func", None) or wrapped
+    assert inspect.getsource(func).strip() in kernel.desugared_source
+    assert "__gcdsl__.runtime_atom(loads, k" in inspect.getsource(func)
