@@ -69,6 +69,14 @@ def test_descriptor_address_is_param_base_plus_index_times_128(compiled, n):
 
 
 @pytest.mark.parametrize("n", SIZES)
+def test_prefetch_follows_the_runtime_index(compiled, n):
+    entry = ptx.single_entry(compiled.ptx(f"batch_copy_n{n}"))
+    (instr,) = entry.instructions("prefetch.tensormap")
+    chain = _trace_back(entry, re.search(r"\[(%rd\d+)\]", instr).group(1))
+    assert "cvta.param" in chain and re.search(r"mul\.wide\.[su]32\s+%rd\d+,\s*%r\d+,\s*128;", chain), chain
+
+
+@pytest.mark.parametrize("n", SIZES)
 def test_no_local_memory(compiled, n):
     assert not ptx.single_entry(compiled.ptx(f"batch_copy_n{n}")).uses_local_memory()
 

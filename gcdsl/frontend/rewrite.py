@@ -28,6 +28,11 @@ INDEX_TEMPLATES = {
     ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
 }
 
+# Calls that read an atom's descriptor directly instead of through `cute.copy`: in a
+# kernel with runtime-indexed lists they go through gcdsl, which follows the pointer
+# of a runtime-picked atom and forwards any other atom unchanged.
+DESCRIPTOR_CALLS = {"prefetch_descriptor": f"{RUNTIME_NAME}.prefetch_descriptor"}
+
 
 def expr_template(template: str, at: ast.AST, **holes: ast.AST) -> ast.expr:
     """Parse `template`, place it at `at`'s position, and put a copy of `holes[NAME]`
@@ -79,6 +84,15 @@ class _IndexRewriter(ast.NodeTransformer):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         # Rewrite the body only: annotations and defaults are host-side expressions.
         node.body = [self.visit(s) for s in node.body]
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+        if name not in DESCRIPTOR_CALLS or not self.sites:
+            return node
+        node.func = _placed(ast.parse(DESCRIPTOR_CALLS[name], mode="eval").body, node.func)
+        self.rewritten_stmts.add(id(self._stmt_stack[-1]))
         return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.AST:

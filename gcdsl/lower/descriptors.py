@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence
 
 import cutlass.cute as cute
+from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
 
 from ..diagnostics import Diag, GcdslError, SourceLocation
@@ -88,6 +89,14 @@ def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str) -> cut
     if not isinstance(desc_ptr, Pointer):
         raise TypeError(f"gcdsl internal error: descriptor pointer is {type(desc_ptr).__name__}")
     return _dsl.BoundCopyAtom(template, desc_ptr, origin)
+
+
+def prefetch_descriptor(atom: cute.CopyAtom) -> None:
+    """`cpasync.prefetch_descriptor`, following the pointer of a runtime-picked atom."""
+    if isinstance(atom, _dsl.BoundCopyAtom):
+        _dsl.prefetch_descriptor(atom.desc_ptr)
+    else:
+        cpasync.prefetch_descriptor(atom)
 
 
 def _describe(value: Any) -> str:

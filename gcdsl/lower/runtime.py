@@ -4,6 +4,6 @@ Keep this namespace small: every name here shows up in `desugared_source`.
 """
 import cutlass.cute as cute
 
-from .descriptors import runtime_atom
+from .descriptors import prefetch_descriptor, runtime_atom
 
-__all__ = ["cute", "runtime_atom"]
+__all__ = ["cute", "prefetch_descriptor", "runtime_atom"]

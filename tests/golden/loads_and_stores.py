@@ -7,5 +7,5 @@ def loads_and_stores(loads: typing.Sequence[cute.CopyAtom], stores: Sequence[cut
     else:
         cute.copy(__gcdsl__.runtime_atom(stores, g + 1, origin='frontend_cases.py:34'), s, d)  # frontend_cases.py:34
     while g < 3:
-        cpasync.prefetch_descriptor(__gcdsl__.runtime_atom(stores, g, origin='frontend_cases.py:36'))  # frontend_cases.py:36
+        __gcdsl__.prefetch_descriptor(__gcdsl__.runtime_atom(stores, g, origin='frontend_cases.py:36'))  # frontend_cases.py:36
         g = g + 1

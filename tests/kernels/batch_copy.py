@@ -46,6 +46,8 @@ def runtime_indexed_kernel(
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     k = pick[bidx % n]
     tile = bidx // n
+    if warp == 0:
+        cpasync.prefetch_descriptor(loads[k])
 
     smem = cutlass.memory.SmemAllocator()
     mbar = smem.allocate_array(cutlass.Int64, 1)
