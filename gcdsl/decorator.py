@@ -52,7 +52,8 @@ class Kernel:
         if BIND_NAME not in namespace:
             return namespace[func.__name__]
         closure = [cell.cell_contents for cell in (func.__closure__ or ())]
-        defaults = _computed_defaults(func, desugared.default_names)
+        params = self._signature.parameters
+        defaults = [params[name].default for name in desugared.defaulted_params]
         return namespace[BIND_NAME](*closure, *defaults)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -86,15 +87,6 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<gcdsl.kernel {self.__qualname__}>"
-
-
-def _computed_defaults(func: Callable, names: list) -> list:
-    wanted = {name[len("__default_"):-len("__")] for name in names}
-    values = {}
-    params = inspect.signature(func).parameters
-    for name in wanted:
-        values[name] = params[name].default
-    return [values[name[len("__default_"):-len("__")]] for name in names]
 
 
 def kernel(func: Callable) -> Kernel:

@@ -1,6 +1,7 @@
 """Trace-time validation of runtime-indexed descriptor lists (no GPU needed)."""
 import pytest
 
+import cutlass
 import cutlass.cute as cute
 
 from gcdsl import Diag, GcdslError
@@ -35,3 +36,12 @@ def test_desugared_source_is_what_the_dsl_reads():
     func = getattr(wrapped, "__wrapped__", None) or getattr(wrapped, "func", None) or wrapped
     assert inspect.getsource(func).strip() in kernel.desugared_source
     assert "__gcdsl__.runtime_atom(loads, k" in inspect.getsource(func)
+
+
+def test_closures_and_computed_defaults_reach_the_desugared_kernel():
+    from tests.kernels import closures
+
+    fill, host = closures.make_fill(1.5)
+    assert "def __gcdsl_bind__(value, __default_offset__):" in fill.desugared_source
+    out = cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,))
+    cute.compile(host, out)  # a lost closure or default would fail here with a NameError

@@ -61,7 +61,7 @@ class Desugared:
     function: ast.FunctionDef
     origins: Dict[int, str] = field(default_factory=dict)  # id(stmt) -> "file.py:LINE"
     closure_names: List[str] = field(default_factory=list)
-    default_names: List[str] = field(default_factory=list)
+    defaulted_params: List[str] = field(default_factory=list)  # computed defaults, in order
 
 
 class _IndexRewriter(ast.NodeTransformer):
@@ -131,23 +131,29 @@ def desugar(analysis: KernelAnalysis) -> Desugared:
         if id(stmt) in rewriter.rewritten_stmts:
             origins[id(stmt)] = source.location(stmt).short
 
-    default_names = _lift_defaults(fn)
+    defaulted = _lift_defaults(fn)
     closure_names = list(source.func.__code__.co_freevars)
     body: List[ast.stmt] = [fn]
-    if closure_names or default_names:
+    if closure_names or defaulted:
         # Closures and computed defaults belong to the enclosing scope; a binding
         # function takes their values so the desugared def can be executed anew.
-        factory = ast.parse(f"def {BIND_NAME}({', '.join(closure_names + default_names)}):\n    pass").body[0]
+        bind_params = ", ".join(closure_names + [default_name(p) for p in defaulted])
+        factory = ast.parse(f"def {BIND_NAME}({bind_params}):\n    pass").body[0]
         factory.body = [fn, ast.Return(value=ast.Name(id=fn.name, ctx=ast.Load()))]
         body = [_placed(factory, source.tree)]
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
-    return Desugared(module, fn, origins, closure_names, default_names)
+    return Desugared(module, fn, origins, closure_names, defaulted)
+
+
+def default_name(param: str) -> str:
+    return f"__default_{param}__"
 
 
 def _lift_defaults(fn: ast.FunctionDef) -> List[str]:
-    """Replace non-literal defaults with names the binding function supplies."""
-    names: List[str] = []
+    """Replace non-literal defaults with names the binding function supplies;
+    return the parameters whose defaults were replaced."""
+    params: List[str] = []
     positional = fn.args.posonlyargs + fn.args.args
     pairs = list(zip(positional[len(positional) - len(fn.args.defaults):], fn.args.defaults))
     pairs += [(a, d) for a, d in zip(fn.args.kwonlyargs, fn.args.kw_defaults) if d is not None]
@@ -155,9 +161,8 @@ def _lift_defaults(fn: ast.FunctionDef) -> List[str]:
     for arg, default in pairs:
         if isinstance(default, ast.Constant):
             continue
-        name = f"__default_{arg.arg}__"
-        names.append(name)
-        replacements[id(default)] = ast.Name(id=name, ctx=ast.Load())
+        params.append(arg.arg)
+        replacements[id(default)] = ast.Name(id=default_name(arg.arg), ctx=ast.Load())
     fn.args.defaults = [replacements.get(id(d), d) for d in fn.args.defaults]
     fn.args.kw_defaults = [replacements.get(id(d), d) if d is not None else None for d in fn.args.kw_defaults]
-    return names
+    return params
