@@ -21,7 +21,7 @@ def _batch_copy(n, kernel="runtime"):
     def build():
         from tests.kernels import batch_copy as bc
 
-        fn = bc.batch_copy if kernel == "runtime" else bc.batch_copy_constant_chain
+        fn = {"runtime": bc.batch_copy, "reduce": bc.batch_add, "chain": bc.batch_copy_constant_chain}[kernel]
         return fn, bc.fake_args(n)
 
     return build
@@ -35,6 +35,7 @@ def _gemm():
 
 CASES = {
     **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},
+    "batch_add_n16": _batch_copy(16, kernel="reduce"),
     "constant_chain_n3": _batch_copy(3, kernel="chain"),
     "wgmma_gemm": _gemm,
 }

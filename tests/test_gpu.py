@@ -50,3 +50,21 @@ def test_wgmma_gemm_under_the_active_decorator():
     from tests.kernels import wgmma_gemm
 
     assert wgmma_gemm.run_on_gpu()
+
+
+def test_runtime_indexed_tma_reduce_add():
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    from tests.kernels import batch_copy as bc
+
+    n = 16
+    srcs = [torch.randn(SHAPE, device="cuda") for _ in range(n)]
+    bases = [torch.randn(SHAPE, device="cuda") for _ in range(n)]
+    dsts = [b.clone() for b in bases]
+    wrap = lambda ts: [from_dlpack(t, assumed_align=16) for t in ts]  # noqa: E731
+    args = (wrap(srcs), wrap(dsts), from_dlpack(torch.randperm(n, dtype=torch.int32).cuda(), assumed_align=4))
+    cute.compile(bc.batch_add, *args)(*args)
+    torch.cuda.synchronize()
+    bad = [i for i in range(n) if not torch.equal(dsts[i], bases[i] + srcs[i])]
+    assert not bad, f"tensors {bad} differ"

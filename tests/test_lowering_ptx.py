@@ -56,8 +56,19 @@ def test_one_tma_instruction_per_call_site(compiled, n):
 
 @pytest.mark.parametrize("n", SIZES)
 def test_descriptor_address_is_param_base_plus_index_times_128(compiled, n):
-    entry = ptx.single_entry(compiled.ptx(f"batch_copy_n{n}"))
-    for instr in entry.instructions("cp.async.bulk.tensor"):
+    _assert_runtime_descriptors(ptx.single_entry(compiled.ptx(f"batch_copy_n{n}")), "cp.async.bulk.tensor", 2)
+
+
+def test_tma_reduce_store_is_runtime_indexed_too(compile_cases):
+    entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("batch_add_n16",)).ptx("batch_add_n16"))
+    _assert_runtime_descriptors(entry, "cp.reduce.async.bulk.tensor", 1)
+    _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 1)
+
+
+def _assert_runtime_descriptors(entry: ptx.Entry, opcode: str, expected: int) -> None:
+    instructions = entry.instructions(opcode)
+    assert len(instructions) == expected, instructions
+    for instr in instructions:
         # The tensor-map operand is the global-side `[%rdX, {coords}]`.
         desc_reg = re.search(r"\[(%rd\d+),\s*\{", instr).group(1)
         chain = _trace_back(entry, desc_reg)

@@ -115,16 +115,28 @@ def constant_chain_kernel(
         cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
-def _atoms(srcs, dsts):
+def _atoms(srcs, dsts, store_op=None):
     smem_layout = _smem_layout()
+    store_op = store_op or cpasync.CopyBulkTensorTileS2GOp()
     loads = [cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), s, smem_layout, TILE) for s in srcs]
-    stores = [cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), d, smem_layout, TILE) for d in dsts]
+    stores = [cpasync.make_tiled_tma_atom(store_op, d, smem_layout, TILE) for d in dsts]
     return [a for a, _ in loads], [a for a, _ in stores], cute.zipped_divide(loads[0][1], TILE)
 
 
 @cute.jit
 def batch_copy(srcs: List[cute.Tensor], dsts: List[cute.Tensor], pick: cute.Tensor):
     loads, stores, coords = _atoms(srcs, dsts)
+    n = len(srcs)
+    tiles = cute.size(coords, mode=[1])
+    runtime_indexed_kernel(loads, stores, coords, pick, _smem_layout(), n).launch(
+        grid=(tiles * n, 1, 1), block=(THREADS, 1, 1)
+    )
+
+
+@cute.jit
+def batch_add(srcs: List[cute.Tensor], dsts: List[cute.Tensor], pick: cute.Tensor):
+    """dst += src through TMA reduce-add stores: the same kernel, another store op."""
+    loads, stores, coords = _atoms(srcs, dsts, cpasync.CopyReduceBulkTensorTileS2GOp())
     n = len(srcs)
     tiles = cute.size(coords, mode=[1])
     runtime_indexed_kernel(loads, stores, coords, pick, _smem_layout(), n).launch(
