@@ -16,16 +16,33 @@ writes it when the kernel is first traced.
 """
 from .diagnostics import Diag, GcdslError, SourceLocation
 from .frontend import desugar_function
+from .markers import GridConstant
 
 __version__ = "0.1.0"
 
-__all__ = ["Diag", "GcdslError", "Kernel", "SourceLocation", "desugar_function", "kernel"]
+__all__ = [
+    "Diag",
+    "GcdslError",
+    "GridConstant",
+    "GridConstantTensor",
+    "Kernel",
+    "SourceLocation",
+    "desugar_function",
+    "grid_constant",
+    "kernel",
+]
+
+_LAZY = {  # these pull in the DSL; the front end and diagnostics work without it
+    "kernel": "decorator",
+    "Kernel": "decorator",
+    "grid_constant": "lower.grid_constant",
+    "GridConstantTensor": "lower.grid_constant",
+}
 
 
 def __getattr__(name):
-    # The decorator pulls in the DSL; the front end and diagnostics work without it.
-    if name in ("kernel", "Kernel"):
-        from . import decorator
+    if name in _LAZY:
+        import importlib
 
-        return getattr(decorator, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'gcdsl' has no attribute {name!r}")

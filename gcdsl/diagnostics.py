@@ -29,6 +29,9 @@ class Diag(enum.Enum):
     INDEX_OUT_OF_RANGE = "index-out-of-range"
     BAD_INDEX_TYPE = "bad-index-type"
     DESC_PTR_CONFLICT = "desc-ptr-conflict"
+    BAD_GRID_CONSTANT = "bad-grid-constant"
+    GRID_CONSTANT_ON_DEVICE = "grid-constant-on-device"
+    PARAM_BUDGET = "param-budget"
 
 
 @dataclass(frozen=True)

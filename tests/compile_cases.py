@@ -33,7 +33,21 @@ def _gemm():
     return wgmma_gemm.gemm, wgmma_gemm.fake_args()
 
 
+def _table_gather():
+    import numpy as np
+
+    import cutlass
+    import cutlass.cute as cute
+    import gcdsl
+    from tests.kernels import table_lookup as tl
+
+    table = gcdsl.grid_constant(np.arange(40, dtype=np.int32).reshape(10, 4))
+    out = cute.runtime.make_fake_compact_tensor(cutlass.Int32, (8, tl.THREADS), stride_order=(1, 0), assumed_align=4)
+    return tl.gather, (table, out)
+
+
 CASES = {
+    "table_gather": _table_gather,
     **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},
     "batch_add_n16": _batch_copy(16, kernel="reduce"),
     "constant_chain_n3": _batch_copy(3, kernel="chain"),

@@ -6,7 +6,7 @@ imports no DSL; gcdsl reads the annotations from the source text.
 from __future__ import annotations
 
 import typing
-from typing import List, Sequence
+from typing import Annotated, List, Sequence
 
 import cute  # noqa: F401  (tests/fake_cute: a name for annotations, nothing more)
 
@@ -52,6 +52,13 @@ class Holder:
         cute.copy(atoms[i], i, i)
 
 
+def task_table(tasks: Annotated[cute.Tensor, gcdsl.GridConstant], shapes: cutlass.GridConstant[cute.Tensor],
+               atoms: List[cute.CopyAtom]):
+    """A docstring stays first; the prologue follows it."""
+    t = tasks[cute.arch.block_idx()[0], 0]
+    cute.copy(atoms[t], shapes[t], shapes[t])
+
+
 def reassigns(atoms: List[cute.CopyAtom], i: int):
     atoms = atoms[1:]
     cute.copy(atoms[i], i, i)
@@ -67,4 +74,5 @@ CASES = {
     "loads_and_stores": loads_and_stores,
     "nested_closure": make_nested(4),
     "static_method": Holder.method,
+    "task_table": task_table,
 }

@@ -68,3 +68,55 @@ def test_runtime_indexed_tma_reduce_add():
     torch.cuda.synchronize()
     bad = [i for i in range(n) if not torch.equal(dsts[i], bases[i] + srcs[i])]
     assert not bad, f"tensors {bad} differ"
+
+
+def _poisoned_out(blocks, threads):
+    return torch.full((blocks, threads), -(2**31), dtype=torch.int32, device="cuda")
+
+
+def test_grid_constant_table_read_with_runtime_indices():
+    import numpy as np
+    from cutlass.cute.runtime import from_dlpack
+
+    import gcdsl
+    from tests.kernels import table_lookup as tl
+
+    data = np.random.default_rng(0).integers(-1000, 1000, size=(10, 4), dtype=np.int32)
+    out = _poisoned_out(16, tl.THREADS)
+    tl.gather(gcdsl.grid_constant(data), from_dlpack(out, assumed_align=4))
+    torch.cuda.synchronize()
+    assert np.array_equal(out.cpu().numpy(), tl.reference(data, 16))
+
+
+def test_grid_constant_contents_change_without_recompiling():
+    import numpy as np
+    from cutlass.cute.runtime import from_dlpack
+
+    import gcdsl
+    from tests.kernels import table_lookup as tl
+
+    rng = np.random.default_rng(1)
+    table = gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32))
+    out = _poisoned_out(8, tl.THREADS)
+    traces_before = len(tl.traces)
+    for launch in range(4):
+        data = rng.integers(0, 1 << 20, size=(12, 4), dtype=np.int32)
+        if launch % 2:
+            table.update(data)                     # same table object, new contents
+            arg = table
+        else:
+            arg = gcdsl.grid_constant(data)        # a new table of the same spec
+        out.fill_(-(2**31))
+        tl.gather(arg, from_dlpack(out, assumed_align=4))
+        torch.cuda.synchronize()
+        assert np.array_equal(out.cpu().numpy(), tl.reference(data, 8)), f"launch {launch}"
+    assert len(tl.traces) - traces_before == 1, "new contents recompiled the kernel"
+
+
+def test_grid_constant_from_cuda_tensor_is_refused():
+    import gcdsl
+    from gcdsl import Diag, GcdslError
+
+    with pytest.raises(GcdslError) as info:
+        gcdsl.grid_constant(torch.arange(4, device="cuda"))
+    assert info.value.diag is Diag.GRID_CONSTANT_ON_DEVICE

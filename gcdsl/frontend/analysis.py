@@ -21,6 +21,7 @@ _SEQUENCE_NAMES = {"List", "list", "Sequence"}
 
 class ParamKind(enum.Enum):
     DESCRIPTOR_LIST = "List[cute.CopyAtom]"
+    GRID_CONSTANT_TENSOR = "Annotated[cute.Tensor, GridConstant]"
 
 
 @dataclass
@@ -46,8 +47,11 @@ class KernelAnalysis:
 
     @property
     def runtime_indexed(self) -> Dict[str, LoweredParam]:
-        """Parameters with at least one runtime index: these change representation."""
+        """Lists with at least one runtime index: these change representation."""
         return {n: p for n, p in self.params.items() if p.sites}
+
+    def of_kind(self, kind: ParamKind) -> Dict[str, LoweredParam]:
+        return {n: p for n, p in self.params.items() if p.kind is kind}
 
 
 def _terminal_name(node: ast.AST) -> Optional[str]:
@@ -66,10 +70,15 @@ def classify_annotation(annotation: Optional[ast.AST]) -> Optional[ParamKind]:
             return None
     if not isinstance(annotation, ast.Subscript):
         return None
-    if _terminal_name(annotation.value) not in _SEQUENCE_NAMES:
-        return None
-    if _terminal_name(annotation.slice) == "CopyAtom":
+    outer, inner = _terminal_name(annotation.value), annotation.slice
+    if outer in _SEQUENCE_NAMES and _terminal_name(inner) == "CopyAtom":
         return ParamKind.DESCRIPTOR_LIST
+    if outer == "GridConstant" and _terminal_name(inner) == "Tensor":  # cutlass.GridConstant[cute.Tensor]
+        return ParamKind.GRID_CONSTANT_TENSOR
+    if outer == "Annotated" and isinstance(inner, ast.Tuple) and inner.elts:
+        markers = {_terminal_name(m) for m in inner.elts[1:]}
+        if _terminal_name(inner.elts[0]) == "Tensor" and "GridConstant" in markers:
+            return ParamKind.GRID_CONSTANT_TENSOR
     return None
 
 
@@ -88,8 +97,9 @@ def analyze(source: KernelSource) -> KernelAnalysis:
         kind = classify_annotation(arg.annotation)
         if kind is not None:
             params[arg.arg] = LoweredParam(arg.arg, kind, arg)
-    if params:
-        _collect_sites(source, params)
+    lists = {n: p for n, p in params.items() if p.kind is ParamKind.DESCRIPTOR_LIST}
+    if lists:
+        _collect_sites(source, lists)
     return KernelAnalysis(source, params)
 
 

@@ -28,21 +28,41 @@ INDEX_TEMPLATES = {
     ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
 }
 
+# What the kernel really receives, where the annotation says otherwise: the DSL
+# checks kernel arguments against their annotations.
+ANNOTATION_TEMPLATES = {
+    ParamKind.GRID_CONSTANT_TENSOR: f"{RUNTIME_NAME}.GridConstantParam",
+}
+
+# Statements put at the top of the kernel body, one per parameter of the kind.
+PROLOGUE_TEMPLATES = {
+    ParamKind.GRID_CONSTANT_TENSOR: f"PARAM = {RUNTIME_NAME}.grid_constant_tensor(PARAM, param=NAME, origin=ORIGIN)",
+}
+
 # Calls that read an atom's descriptor directly instead of through `cute.copy`: in a
 # kernel with runtime-indexed lists they go through gcdsl, which follows the pointer
 # of a runtime-picked atom and forwards any other atom unchanged.
 DESCRIPTOR_CALLS = {"prefetch_descriptor": f"{RUNTIME_NAME}.prefetch_descriptor"}
 
 
-def expr_template(template: str, at: ast.AST, **holes: ast.AST) -> ast.expr:
-    """Parse `template`, place it at `at`'s position, and put a copy of `holes[NAME]`
-    where the name `NAME` stands (holes keep their own positions)."""
+def from_template(template: str, at: ast.AST, **holes) -> ast.AST:
+    """Parse `template` (one expression or statement), place it at `at`'s position,
+    and fill each UPPERCASE name: a `str` hole becomes that name (keeping its load or
+    store context), an AST hole a copy of the node (which keeps its own position)."""
 
     class Fill(ast.NodeTransformer):
         def visit_Name(self, node: ast.Name) -> ast.AST:
-            return copy.deepcopy(holes[node.id]) if node.id in holes else node
+            hole = holes.get(node.id)
+            if hole is None:
+                return node
+            if isinstance(hole, str):
+                return ast.copy_location(ast.Name(id=hole, ctx=node.ctx), node)
+            return copy.deepcopy(hole)
 
-    return Fill().visit(_placed(ast.parse(template, mode="eval").body, at))
+    (node,) = ast.parse(template).body
+    if isinstance(node, ast.Expr):
+        node = node.value
+    return Fill().visit(_placed(node, at))
 
 
 def _placed(tree: ast.AST, at: ast.AST) -> ast.AST:
@@ -91,7 +111,7 @@ class _IndexRewriter(ast.NodeTransformer):
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
         if name not in DESCRIPTOR_CALLS or not self.sites:
             return node
-        node.func = _placed(ast.parse(DESCRIPTOR_CALLS[name], mode="eval").body, node.func)
+        node.func = from_template(DESCRIPTOR_CALLS[name], at=node.func)
         self.rewritten_stmts.add(id(self._stmt_stack[-1]))
         return node
 
@@ -102,10 +122,10 @@ class _IndexRewriter(ast.NodeTransformer):
             return node
         param = self.analysis.params[site.param]
         origin = self.analysis.source.location(node).short
-        new = expr_template(
+        new = from_template(
             INDEX_TEMPLATES[param.kind],
             at=node,
-            PARAM=ast.Name(id=site.param, ctx=ast.Load()),
+            PARAM=site.param,
             INDEX=node.slice,
             ORIGIN=ast.Constant(origin),
         )
@@ -124,12 +144,33 @@ def desugar(analysis: KernelAnalysis) -> Desugared:
     rewriter.sites = remap
     fn = rewriter.visit(fn)
 
+    params_by_name = {a.arg: a for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    for param in analysis.params.values():
+        if param.kind in ANNOTATION_TEMPLATES:
+            arg = params_by_name[param.name]
+            arg.annotation = from_template(ANNOTATION_TEMPLATES[param.kind], at=arg.annotation)
+    prologue = []
+    for param in analysis.params.values():
+        template = PROLOGUE_TEMPLATES.get(param.kind)
+        if template is None:
+            continue
+        prologue.append(from_template(
+            template,
+            at=param.node,
+            PARAM=param.name,
+            NAME=ast.Constant(param.name),
+            ORIGIN=ast.Constant(source.location(param.node).short),
+        ))
+    fn.body = _after_docstring(fn.body, prologue)
+
     def_origin = source.location(source.tree).short
-    fn.decorator_list = [_placed(ast.parse(DECORATOR_TEMPLATE, mode="eval").body, source.tree)]
+    fn.decorator_list = [from_template(DECORATOR_TEMPLATE, at=source.tree)]
     origins = {id(fn): f"{def_origin} (@gcdsl.kernel)"}
     for stmt in ast.walk(fn):
         if id(stmt) in rewriter.rewritten_stmts:
             origins[id(stmt)] = source.location(stmt).short
+    for stmt in prologue:
+        origins[id(stmt)] = source.location(stmt).short
 
     defaulted = _lift_defaults(fn)
     closure_names = list(source.func.__code__.co_freevars)
@@ -144,6 +185,12 @@ def desugar(analysis: KernelAnalysis) -> Desugared:
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
     return Desugared(module, fn, origins, closure_names, defaulted)
+
+
+def _after_docstring(body: List[ast.stmt], inserted: List[ast.stmt]) -> List[ast.stmt]:
+    has_doc = body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+        and isinstance(body[0].value.value, str)
+    return body[:1] + inserted + body[1:] if has_doc else inserted + body
 
 
 def default_name(param: str) -> str:

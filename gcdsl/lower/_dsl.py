@@ -11,8 +11,11 @@ from typing import Any
 
 import cutlass
 import cutlass.cute as cute
+from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
+from cutlass._mlir.dialects import llvm
+from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
@@ -106,3 +109,43 @@ def _check_no_desc_ptr(kwargs: dict, origin: str) -> None:
             "descriptor pointer; `tma_desc_ptr=` would silently replace it",
             hint="drop `tma_desc_ptr=`, or index the list with a constant",
         )
+
+
+# ---- grid-constant tables ------------------------------------------------------
+
+def table_param_type(spec: Any) -> Any:
+    """`!llvm.array<K x T>` whose element type T carries the table's alignment.
+
+    NVPTX aligns a by-value parameter to its type, so T is i32 (4), i64 (8) or a
+    vector of i32 as wide as the alignment (16..128): `.param .align A .b8 [bytes]`.
+    """
+    i32 = ir.IntegerType.get_signless(32)
+    if spec.align == 4:
+        element = i32
+    elif spec.align == 8:
+        element = ir.IntegerType.get_signless(64)
+    else:
+        element = ir.VectorType.get([spec.align // 4], i32)
+    return llvm.ArrayType.get(element, spec.padded_bytes // spec.align)
+
+
+def grid_constant_attribute() -> Any:
+    """Marks a kernel argument `__grid_constant__`, so its address may be taken."""
+    return ir.DictAttr.get({"cute_nvgpu.grid_constant": ir.UnitAttr.get()})
+
+
+def grid_constant_address(value: Any) -> Any:
+    """Generic address (Int64) of a grid-constant kernel argument (`cvta.param`).
+
+    `get_grid_constant_pointer` types its result as a pointer to the argument's
+    type; the DSL's pointer wrapper knows no `!llvm.array`, so the result is taken
+    raw and turned into an integer before anything wraps it.
+    """
+    ptr_typeid = _cute_ir.PtrType.get_static_typeid()
+    ir.register_value_caster(ptr_typeid, replace=True)(lambda raw: raw)
+    try:
+        raw = _cute_nvgpu_ir.get_grid_constant_pointer(value)
+        address = _cute_ir.ptrtoint(ir.IntegerType.get_signless(64), raw)
+    finally:
+        ir.register_value_caster(ptr_typeid, replace=True)(_cute_core._Pointer)
+    return cutlass.Int64(address)

@@ -5,5 +5,6 @@ Keep this namespace small: every name here shows up in `desugared_source`.
 import cutlass.cute as cute
 
 from .descriptors import prefetch_descriptor, runtime_atom
+from .grid_constant import GridConstantParam, grid_constant_tensor
 
-__all__ = ["cute", "prefetch_descriptor", "runtime_atom"]
+__all__ = ["GridConstantParam", "cute", "grid_constant_tensor", "prefetch_descriptor", "runtime_atom"]

@@ -1,0 +1,190 @@
+"""Grid-constant tensors: small read-only tables passed by value in parameter space.
+
+On the host a `GridConstantTensor` holds the bytes (from a torch CPU tensor, a
+NumPy array or a nested sequence) and hands them to the compiled function at
+every launch, so the contents may change from launch to launch; the shape and
+dtype are compile-time facts. In the kernel the table is one `.param` array of
+its full size, and `grid_constant_tensor` views it as a `cute.Tensor` through a
+generic pointer into parameter space: a runtime-indexed read is one constant
+bank load (`LDC R, c[0x0][R+...]`), never a chain of selects.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as np
+
+import cutlass
+import cutlass.cute as cute
+
+from ..diagnostics import Diag, GcdslError, SourceLocation
+from . import _dsl
+
+_NUMPY_TO_DSL = {
+    np.dtype(np.int8): cutlass.Int8,
+    np.dtype(np.uint8): cutlass.Uint8,
+    np.dtype(np.int16): cutlass.Int16,
+    np.dtype(np.uint16): cutlass.Uint16,
+    np.dtype(np.int32): cutlass.Int32,
+    np.dtype(np.uint32): cutlass.Uint32,
+    np.dtype(np.int64): cutlass.Int64,
+    np.dtype(np.uint64): cutlass.Uint64,
+    np.dtype(np.float16): cutlass.Float16,
+    np.dtype(np.float32): cutlass.Float32,
+    np.dtype(np.float64): cutlass.Float64,
+}
+_DSL_TO_NUMPY = {v: k for k, v in _NUMPY_TO_DSL.items()}
+
+
+class TableSpec:
+    """The compile-time side of a table: shape, dtype and alignment."""
+
+    def __init__(self, shape: Tuple[int, ...], dtype: Any, align: int) -> None:
+        self.shape, self.dtype, self.align = shape, dtype, align
+        self.nbytes = math.prod(shape) * dtype.width // 8
+        self.padded_bytes = -(-self.nbytes // align) * align
+
+    def key(self) -> tuple:
+        return (self.shape, self.dtype, self.align)
+
+    def __str__(self) -> str:  # appears in kernel names: keep it stable and short
+        return f"GridConstant_{self.dtype.__name__}_{'x'.join(map(str, self.shape))}_a{self.align}"
+
+
+class GridConstantTensor:
+    """Host-side table for an `Annotated[cute.Tensor, gcdsl.GridConstant]` kernel parameter.
+
+    Pass it through the `@cute.jit` host function to the kernel like a tensor. New
+    contents of the same shape and dtype reuse the compiled kernel: call
+    `update(data)`, or pass another `GridConstantTensor` of the same spec.
+    """
+
+    def __init__(self, data: Any, *, dtype: Any = None, align: int = 16) -> None:
+        array = _host_array(data, dtype)
+        if align not in (4, 8, 16, 32, 64, 128) or align < array.itemsize:
+            raise GcdslError(
+                Diag.BAD_GRID_CONSTANT,
+                f"alignment {align} is not supported for {array.dtype} tables",
+                hint="use a power of two from the element size up to 128",
+            )
+        self.spec = TableSpec(tuple(array.shape), _NUMPY_TO_DSL[array.dtype], align)
+        # The host code of the compiled function reads the table with the alignment
+        # of its parameter type, so the bytes live at that alignment here too.
+        self._storage = np.zeros(self.spec.padded_bytes + align, dtype=np.uint8)
+        offset = (-self._storage.ctypes.data) % align
+        self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
+        self.update(array)
+
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        return self.spec.shape
+
+    @property
+    def dtype(self) -> Any:
+        return self.spec.dtype
+
+    def update(self, data: Any) -> None:
+        """Replace the contents in place (same shape and dtype): no recompilation."""
+        array = _host_array(data, _DSL_TO_NUMPY[self.spec.dtype])
+        if tuple(array.shape) != self.spec.shape:
+            raise GcdslError(
+                Diag.BAD_GRID_CONSTANT,
+                f"new contents have shape {tuple(array.shape)}, the table was made with {self.spec.shape}",
+                hint="a grid-constant tensor's shape is compile-time; make a new table (and compile) for a new shape",
+            )
+        self._bytes[: self.spec.nbytes] = np.frombuffer(array.tobytes(), dtype=np.uint8)
+
+    def numpy(self) -> np.ndarray:
+        return self._bytes[: self.spec.nbytes].view(_DSL_TO_NUMPY[self.spec.dtype]).reshape(self.spec.shape)
+
+    # The CuTe DSL's JIT-argument protocol (public: cutlass.base_dsl.typing.JitArgument).
+    def __c_pointers__(self) -> list:
+        return [ctypes.c_void_p(self._bytes.ctypes.data)]
+
+    def __get_mlir_types__(self) -> list:
+        return [_dsl.table_param_type(self.spec)]
+
+    def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
+        return GridConstantParam(values[0], self.spec)
+
+    def __repr__(self) -> str:
+        # The DSL derives function names (and dump file names) from argument reprs:
+        # contents must not appear here, or every new table would look like a new kernel.
+        return f"gcdsl.GridConstantTensor({self.spec})"
+
+
+class GridConstantParam:
+    """A table inside traced code (host function or kernel): one by-value parameter."""
+
+    def __init__(self, value: Any, spec: TableSpec) -> None:
+        self.value, self.spec = value, spec
+
+    def __extract_mlir_values__(self) -> list:
+        return [self.value]
+
+    def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
+        return GridConstantParam(values[0], self.spec)
+
+    def __get_mlir_types__(self) -> list:
+        return [_dsl.table_param_type(self.spec)]
+
+    def __extract_mlir_attributes__(self) -> list:
+        return [_dsl.grid_constant_attribute()]
+
+    def __str__(self) -> str:
+        return str(self.spec)
+
+    __repr__ = __str__
+
+
+def grid_constant(data: Any, *, dtype: Any = None, align: int = 16) -> GridConstantTensor:
+    """A grid-constant table from a torch CPU tensor, a NumPy array or a sequence."""
+    return GridConstantTensor(data, dtype=dtype, align=align)
+
+
+def grid_constant_tensor(table: Any, param: str, origin: str = "") -> cute.Tensor:
+    """Inside a kernel: the parameter-space table as a read-only `cute.Tensor`."""
+    if not isinstance(table, GridConstantParam):
+        raise GcdslError(
+            Diag.BAD_GRID_CONSTANT,
+            f"`{param}` is annotated grid-constant but received {type(table).__name__} (at {origin})",
+            param=param,
+            hint="pass gcdsl.grid_constant(cpu_tensor) from the host function",
+        )
+    base = _dsl.grid_constant_address(table.value)
+    ptr = cute.make_ptr(table.spec.dtype, base, cute.AddressSpace.generic, assumed_align=table.spec.align)
+    return cute.make_tensor(ptr, cute.make_layout(table.spec.shape, stride=_row_major(table.spec.shape)))
+
+
+def _row_major(shape: Sequence[int]) -> Tuple[int, ...]:
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+
+
+def _host_array(data: Any, dtype: Any) -> np.ndarray:
+    if hasattr(data, "device") and hasattr(data, "cpu"):  # torch.Tensor
+        if data.device.type != "cpu":
+            raise GcdslError(
+                Diag.GRID_CONSTANT_ON_DEVICE,
+                f"a grid-constant table was given a {data.device} tensor",
+                hint="grid-constant contents travel with the launch from host memory; reading "
+                "them from the GPU would cost a device-to-host copy per launch. Keep the "
+                "table on the CPU (tensor.cpu() once), or pass it as an ordinary cute.Tensor",
+            )
+        data = data.detach().contiguous().numpy()
+    np_dtype = _DSL_TO_NUMPY.get(dtype, dtype) if dtype is not None else None
+    array = np.ascontiguousarray(np.asarray(data, dtype=np_dtype))
+    if array.dtype not in _NUMPY_TO_DSL:
+        raise GcdslError(
+            Diag.BAD_GRID_CONSTANT,
+            f"grid-constant tables hold integers or floats, not {array.dtype}",
+            hint="convert the data, or pass dtype=cutlass.Int32 (or another numeric type)",
+        )
+    if array.ndim == 0 or array.size == 0:
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, "a grid-constant table needs at least one element")
+    return array

@@ -1,0 +1,73 @@
+"""Grid-constant tensors: host tables, the lowering in PTX and SASS (no GPU needed)."""
+import re
+
+import numpy as np
+import pytest
+
+from gcdsl import Diag, GcdslError, ptx
+
+
+def test_table_from_numpy_sequence_and_torch():
+    import cutlass
+    import torch
+
+    import gcdsl
+
+    assert gcdsl.grid_constant(np.arange(6, dtype=np.int16).reshape(2, 3)).dtype is cutlass.Int16
+    seq = gcdsl.grid_constant([[1, 2], [3, 4]], dtype=cutlass.Int32)
+    assert seq.shape == (2, 2) and seq.numpy().tolist() == [[1, 2], [3, 4]]
+    t = gcdsl.grid_constant(torch.arange(5, dtype=torch.float32))
+    assert t.dtype is cutlass.Float32 and t.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+def test_update_keeps_the_spec_and_rejects_a_new_shape():
+    import gcdsl
+
+    table = gcdsl.grid_constant(np.zeros((4, 2), dtype=np.int32))
+    before = repr(table)
+    table.update(np.ones((4, 2), dtype=np.int64))  # converted to the table's dtype
+    assert table.numpy().sum() == 8 and repr(table) == before  # contents never show in the repr
+    with pytest.raises(GcdslError) as info:
+        table.update(np.ones((2, 4)))
+    assert info.value.diag is Diag.BAD_GRID_CONSTANT and "(2, 4)" in str(info.value)
+
+
+def test_device_tensor_is_refused_with_the_reason():
+    import torch
+
+    import gcdsl
+
+    with pytest.raises(GcdslError) as info:
+        gcdsl.grid_constant(torch.empty(4, device="meta"))
+    assert info.value.diag is Diag.GRID_CONSTANT_ON_DEVICE
+    assert "device-to-host copy" in str(info.value)
+
+
+def test_host_bytes_are_aligned_as_the_parameter():
+    import gcdsl
+
+    for align in (16, 64, 128):
+        table = gcdsl.grid_constant(np.arange(33, dtype=np.uint8), align=align)
+        (pointer,) = table.__c_pointers__()
+        assert pointer.value % align == 0
+
+
+@pytest.fixture(scope="module")
+def gather(compile_cases):
+    return compile_cases("sm_90a", "gcdsl", ("table_gather",))
+
+
+def test_table_is_one_param_array_of_full_size(gather):
+    entry = ptx.single_entry(gather.ptx("table_gather"))
+    table, out = entry.params
+    assert table.size == 10 * 4 * 4 and table.align == 16
+    assert out.size == 8  # the output tensor's pointer; nothing else stands in for the table
+    assert "ld.global" not in entry.body
+    # reads go through parameter space: a param load with a register address
+    assert re.search(r"ld\.param\.b32\s+%r\d+,\s*\[%rd\d+\]", entry.body)
+
+
+def test_runtime_indexed_read_is_one_constant_bank_load(gather):
+    sass = gather.sass("table_gather")
+    assert re.search(r"\bLDC\s+R\d+,\s*c\[0x0\]\[R\d+\+0x[0-9a-f]+\]", sass), "no register-indexed LDC"
+    assert not re.search(r"\b(LDG|LDL|SEL)\b", sass)  # no global read, no local copy, no select chain
