@@ -27,9 +27,11 @@ __all__ = [
     "GridConstantTensor",
     "Kernel",
     "SourceLocation",
+    "TensorMapTable",
     "desugar_function",
     "grid_constant",
     "kernel",
+    "tma_desc_ptr",
 ]
 
 _LAZY = {  # these pull in the DSL; the front end and diagnostics work without it
@@ -37,6 +39,8 @@ _LAZY = {  # these pull in the DSL; the front end and diagnostics work without i
     "Kernel": "decorator",
     "grid_constant": "lower.grid_constant",
     "GridConstantTensor": "lower.grid_constant",
+    "TensorMapTable": "lower.tensor_maps",
+    "tma_desc_ptr": "lower.tensor_maps",
 }
 
 

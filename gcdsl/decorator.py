@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import inspect
+import linecache
 import os
 import sys
+import traceback
 from typing import Any, Callable, Dict
 
 from . import frontend
-from .diagnostics import Diag, GcdslError
+from .diagnostics import Diag, GcdslError, SourceLocation
 from .frontend.analysis import KernelAnalysis, ParamKind
-from .frontend.dump import register_source, synthetic_filename
+from .frontend.dump import register_source, render_with_line_map, synthetic_filename
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import runtime
 from .lower.descriptors import check_descriptor_list
@@ -26,7 +28,7 @@ class Kernel:
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
         desugared = frontend.desugar(self._analysis)
-        self.desugared_source: str = frontend.render(desugared)
+        self.desugared_source, self._line_map = render_with_line_map(desugared)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
@@ -68,7 +70,18 @@ class Kernel:
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)
-        return self._cute_kernel(*args, **kwargs)
+        return _Launcher(self._cute_kernel(*args, **kwargs), self._locate)
+
+    def _locate(self, err: GcdslError) -> GcdslError:
+        """Point an error raised while tracing the desugared kernel at the user's line."""
+        if err.location is not None:
+            return err
+        frames = traceback.extract_tb(err.__traceback__)
+        for frame in reversed(frames):
+            if frame.filename == self._filename and frame.lineno in self._line_map:
+                line = self._line_map[frame.lineno]
+                return err.at(SourceLocation(self._analysis.source.filename, line, _indent(self._analysis.source.filename, line)))
+        return err
 
     def _dump_once(self) -> None:
         if self._dumped:
@@ -87,6 +100,28 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<gcdsl.kernel {self.__qualname__}>"
+
+
+class _Launcher:
+    """What calling a kernel returns: the DSL's launcher, whose `launch` traces the
+    kernel; gcdsl errors raised while tracing get the user's line."""
+
+    def __init__(self, launcher: Any, locate: Callable[[GcdslError], GcdslError]) -> None:
+        self._launcher, self._locate = launcher, locate
+
+    def launch(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._launcher.launch(*args, **kwargs)
+        except GcdslError as err:
+            raise self._locate(err) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._launcher, name)
+
+
+def _indent(filename: str, line: int) -> int:
+    text = linecache.getline(filename, line)
+    return len(text) - len(text.lstrip())
 
 
 def kernel(func: Callable) -> Kernel:

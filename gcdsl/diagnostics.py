@@ -77,6 +77,10 @@ class GcdslError(Exception):
         self.hint = hint
         super().__init__(self._render())
 
+    def at(self, location: SourceLocation) -> "GcdslError":
+        """The same error, located."""
+        return GcdslError(self.diag, self.message, location=location, param=self.param, hint=self.hint)
+
     def _render(self) -> str:
         head = f"[gcdsl:{self.diag.value}] {self.message}"
         parts = [f"{self.location}: {head}" if self.location else head]

@@ -46,7 +46,26 @@ def _table_gather():
     return tl.gather, (table, out)
 
 
+def _descriptor_table(box):
+    def build():
+        import cutlass
+        import cutlass.cute as cute
+        import gcdsl
+        from tests.kernels import desc_table as dt
+
+        fake = cute.runtime.make_fake_compact_tensor
+        n = 5
+        descs = gcdsl.TensorMapTable(box=box).placeholder(n, cutlass.Float32)
+        first = fake(cutlass.Float32, (256, 96), stride_order=(1, 0), assumed_align=16)
+        pick = fake(cutlass.Int32, (n,), assumed_align=4)
+        out = fake(cutlass.Float32, (n * 12, 64, 32), stride_order=(2, 1, 0), assumed_align=16)
+        return dt.table_load, (descs, first, pick, out)
+
+    return build
+
+
 CASES = {
+    "descriptor_table": _descriptor_table((64, 32)),
     "table_gather": _table_gather,
     **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},
     "batch_add_n16": _batch_copy(16, kernel="reduce"),

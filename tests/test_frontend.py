@@ -6,6 +6,7 @@ after an intended change (review the diff).
 """
 import ast
 import os
+import re
 import subprocess
 import sys
 
@@ -40,6 +41,21 @@ def test_rewritten_nodes_keep_lines_inside_the_function(case):
     for node in ast.walk(desugared.function):
         if hasattr(node, "lineno") and node is not desugared.function:
             assert first <= node.lineno <= last, (ast.dump(node)[:80], node.lineno, first, last)
+
+
+@pytest.mark.parametrize("case", sorted(frontend_cases.CASES))
+def test_line_map_points_each_statement_at_its_origin(case):
+    from gcdsl.frontend.dump import render_with_line_map
+
+    desugared = frontend.desugar(frontend.analyze(frontend.capture(frontend_cases.CASES[case])))
+    text, line_map = render_with_line_map(desugared)
+    checked = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        origin = re.search(r"\S  # frontend_cases\.py:(\d+)$", line)  # a rewritten simple statement
+        if origin:
+            assert line_map[number] == int(origin.group(1)), (number, line)
+            checked += 1
+    assert checked or "__gcdsl__.runtime_atom" not in text
 
 
 @pytest.mark.parametrize("case", sorted(frontend_cases.CASES))

@@ -120,3 +120,39 @@ def test_grid_constant_from_cuda_tensor_is_refused():
     with pytest.raises(GcdslError) as info:
         gcdsl.grid_constant(torch.arange(4, device="cuda"))
     assert info.value.diag is Diag.GRID_CONSTANT_ON_DEVICE
+
+
+def test_host_encoded_descriptor_table_bit_exact_and_cached():
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    import gcdsl
+    from tests.kernels import desc_table as dt
+
+    n, shape = 5, (256, 96)
+    tiles = (shape[0] // dt.TILE[0]) * (shape[1] // dt.TILE[1])
+    srcs = [torch.randn(shape, device="cuda") for _ in range(n)]
+    pick = torch.randperm(n, dtype=torch.int32).cuda()
+    out = torch.full((n * tiles, *dt.TILE), float("nan"), device="cuda")
+    maps = gcdsl.TensorMapTable(box=dt.TILE)
+    descs = maps.encode(srcs)
+    args = (descs, from_dlpack(srcs[0], assumed_align=16), from_dlpack(pick, assumed_align=4),
+            from_dlpack(out, assumed_align=16))
+    compiled = cute.compile(dt.table_load, *args)
+
+    def check(sources):
+        out.fill_(float("nan"))
+        compiled(*args)
+        torch.cuda.synchronize()
+        for b in range(n * tiles):
+            k, t = pick[b % n].item(), b // n
+            rows = shape[0] // dt.TILE[0]  # cute orders the tile index column-major
+            r0, c0 = (t % rows) * dt.TILE[0], (t // rows) * dt.TILE[1]
+            assert torch.equal(out[b], sources[k][r0:r0 + dt.TILE[0], c0:c0 + dt.TILE[1]]), f"block {b}"
+
+    check(srcs)
+    assert maps.encodes == n
+    assert maps.encode(srcs) is descs and maps.encodes == n  # unchanged tensors: nothing re-encoded
+    srcs[2] = torch.randn(shape, device="cuda")              # a new tensor in slot 2
+    assert maps.encode(srcs) is descs and maps.encodes == n + 1
+    check(srcs)                                               # same compiled kernel, new descriptor

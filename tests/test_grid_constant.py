@@ -71,3 +71,35 @@ def test_runtime_indexed_read_is_one_constant_bank_load(gather):
     sass = gather.sass("table_gather")
     assert re.search(r"\bLDC\s+R\d+,\s*c\[0x0\]\[R\d+\+0x[0-9a-f]+\]", sass), "no register-indexed LDC"
     assert not re.search(r"\b(LDG|LDL|SEL)\b", sass)  # no global read, no local copy, no select chain
+
+
+def test_descriptor_table_feeds_tma_from_parameter_space(compile_cases):
+    from tests.test_lowering_ptx import _assert_runtime_descriptors
+
+    entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("descriptor_table",)).ptx("descriptor_table"))
+    table = entry.params[0]
+    assert table.size == 5 * 128 and table.align == 128
+    _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 1)
+
+
+def test_template_checked_against_table_at_the_users_line():
+    import cutlass
+    import cutlass.cute as cute
+
+    import gcdsl
+    from tests.kernels import desc_table as dt
+
+    fake = cute.runtime.make_fake_compact_tensor
+    wrong_box = gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32)
+    args = (
+        fake(cutlass.Float32, (256, 96), stride_order=(1, 0), assumed_align=16),
+        fake(cutlass.Int32, (5,), assumed_align=4),
+        fake(cutlass.Float32, (60, 64, 32), stride_order=(2, 1, 0), assumed_align=16),
+    )
+    with pytest.raises(GcdslError) as info:
+        cute.compile(dt.table_load, wrong_box, *args)
+    err = info.value
+    assert err.diag is Diag.ATOM_TYPE_MISMATCH
+    assert "box: template (64, 32), table (32, 32)" in str(err)
+    assert err.location.filename == dt.__file__
+    assert "cute.copy(template" in open(dt.__file__).read().splitlines()[err.location.line - 1]

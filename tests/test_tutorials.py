@@ -24,3 +24,18 @@ def test_tutorial_01_and_source_dump(tmp_path):
     else:
         assert text in proc.stdout  # the tutorial prints desugared_source: the same text
         assert "8 x 128 B" in proc.stdout and "2 cp.async.bulk.tensor" in proc.stdout
+
+
+def test_tutorial_02_megakernel():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "GCDSL_"))}
+    proc = subprocess.run(
+        [sys.executable, "tutorials/02_megakernel.py", "--tensors", "32"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    if has_gpu():
+        assert "bit-exact" in proc.stdout
+    else:
+        assert "tasks = __gcdsl__.grid_constant_tensor(tasks" in proc.stdout
+        assert "64 x 128 B" in proc.stdout  # 32 load + 32 store descriptors, adjacent
+        assert "2 cp.async.bulk.tensor" in proc.stdout

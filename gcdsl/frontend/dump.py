@@ -11,8 +11,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-import re
-from typing import Dict
+from typing import Dict, Tuple
 
 from .rewrite import Desugared
 
@@ -23,8 +22,12 @@ class _Printer(ast._Unparser):  # the printer behind ast.unparse
     def __init__(self, origins: Dict[int, str]) -> None:
         super().__init__()
         self._origins = origins
+        self.line_map: Dict[int, int] = {}  # rendered line -> the user's line
 
     def traverse(self, node):  # noqa: D401 - mirrors ast._Unparser
+        if isinstance(node, ast.stmt) and hasattr(node, "lineno"):
+            # `fill` starts each statement on a new line: the next one.
+            self.line_map.setdefault("".join(self._source).count("\n") + 1, node.lineno)
         origin = self._origins.get(id(node)) if isinstance(node, ast.stmt) else None
         if origin is None:
             return super().traverse(node)
@@ -37,9 +40,26 @@ class _Printer(ast._Unparser):  # the printer behind ast.unparse
 
 
 def render(desugared: Desugared) -> str:
-    text = _Printer(desugared.origins).visit(desugared.module).lstrip("\n") + "\n"
-    # The printer opens every decorated def with a blank line; keep the origin comment on it.
-    return re.sub(r"(# [^\n]*\(@gcdsl\.kernel\)\n)\s*\n", r"\1", text)
+    return render_with_line_map(desugared)[0]
+
+
+def render_with_line_map(desugared: Desugared) -> Tuple[str, Dict[int, int]]:
+    """The desugared text, and for each of its lines holding a statement the user's line."""
+    printer = _Printer(desugared.origins)
+    raw = printer.visit(desugared.module)
+    # Drop the printer's leading newline, and the blank line it puts before each
+    # decorated def, so the origin comment sits on the decorator; shift the map to match.
+    lines = raw.split("\n")
+    kept, line_map, removed = [], {}, 0
+    for number, line in enumerate(lines):
+        blank_after_comment = kept and "(@gcdsl.kernel)" in kept[-1] and not line.strip()
+        if (number == 0 and not line) or blank_after_comment:
+            removed += 1
+            continue
+        kept.append(line)
+        if number in printer.line_map:
+            line_map[number - removed + 1] = printer.line_map[number]
+    return "\n".join(kept) + "\n", line_map
 
 
 def synthetic_filename(func_name: str, user_filename: str, line: int) -> str:

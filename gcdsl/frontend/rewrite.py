@@ -179,9 +179,9 @@ def desugar(analysis: KernelAnalysis) -> Desugared:
         # Closures and computed defaults belong to the enclosing scope; a binding
         # function takes their values so the desugared def can be executed anew.
         bind_params = ", ".join(closure_names + [default_name(p) for p in defaulted])
-        factory = ast.parse(f"def {BIND_NAME}({bind_params}):\n    pass").body[0]
-        factory.body = [fn, ast.Return(value=ast.Name(id=fn.name, ctx=ast.Load()))]
-        body = [_placed(factory, source.tree)]
+        factory = _placed(ast.parse(f"def {BIND_NAME}({bind_params}):\n    return {fn.name}").body[0], source.tree)
+        factory.body.insert(0, fn)
+        body = [factory]
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
     return Desugared(module, fn, origins, closure_names, defaulted)

@@ -41,16 +41,18 @@ _DSL_TO_NUMPY = {v: k for k, v in _NUMPY_TO_DSL.items()}
 class TableSpec:
     """The compile-time side of a table: shape, dtype and alignment."""
 
-    def __init__(self, shape: Tuple[int, ...], dtype: Any, align: int) -> None:
+    def __init__(self, shape: Tuple[int, ...], dtype: Any, align: int, meta: Any = None) -> None:
         self.shape, self.dtype, self.align = shape, dtype, align
+        self.meta = meta  # what the bytes mean, if more than numbers (TensorMapTable sets it)
         self.nbytes = math.prod(shape) * dtype.width // 8
         self.padded_bytes = -(-self.nbytes // align) * align
 
     def key(self) -> tuple:
-        return (self.shape, self.dtype, self.align)
+        return (self.shape, self.dtype, self.align, None if self.meta is None else self.meta.key())
 
     def __str__(self) -> str:  # appears in kernel names: keep it stable and short
-        return f"GridConstant_{self.dtype.__name__}_{'x'.join(map(str, self.shape))}_a{self.align}"
+        meta = "" if self.meta is None else f"_{self.meta}"
+        return f"GridConstant_{self.dtype.__name__}_{'x'.join(map(str, self.shape))}_a{self.align}{meta}"
 
 
 class GridConstantTensor:
@@ -155,7 +157,9 @@ def grid_constant_tensor(table: Any, param: str, origin: str = "") -> cute.Tenso
         )
     base = _dsl.grid_constant_address(table.value)
     ptr = cute.make_ptr(table.spec.dtype, base, cute.AddressSpace.generic, assumed_align=table.spec.align)
-    return cute.make_tensor(ptr, cute.make_layout(table.spec.shape, stride=_row_major(table.spec.shape)))
+    tensor = cute.make_tensor(ptr, cute.make_layout(table.spec.shape, stride=_row_major(table.spec.shape)))
+    tensor._gcdsl_spec = table.spec  # lets tma_desc_ptr() check a template against the table
+    return tensor
 
 
 def _row_major(shape: Sequence[int]) -> Tuple[int, ...]:
