@@ -13,7 +13,7 @@ from .diagnostics import Diag, GcdslError, SourceLocation
 from .frontend.analysis import KernelAnalysis, ParamKind
 from .frontend.dump import register_source, render_with_line_map, synthetic_filename
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
-from .lower import runtime
+from .lower import param_budget, runtime
 from .lower.descriptors import check_descriptor_list
 
 
@@ -67,6 +67,9 @@ class Kernel:
                     param=name,
                     location=self._analysis.source.location(param.node),
                 )
+        bound.apply_defaults()
+        param_budget.check(bound.arguments, kernel=self.__name__,
+                           location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)

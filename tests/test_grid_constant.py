@@ -103,3 +103,25 @@ def test_template_checked_against_table_at_the_users_line():
     assert "box: template (64, 32), table (32, 32)" in str(err)
     assert err.location.filename == dt.__file__
     assert "cute.copy(template" in open(dt.__file__).read().splitlines()[err.location.line - 1]
+
+
+def test_parameter_budget_just_under_compiles():
+    import cutlass.cute as cute
+
+    from tests.kernels import budget, table_lookup
+
+    cute.compile(table_lookup.gather, *budget.args_for(budget.JUST_UNDER))
+
+
+def test_parameter_budget_just_over_fails_before_compiling_with_the_listing():
+    import cutlass.cute as cute
+
+    from tests.kernels import budget, table_lookup
+
+    with pytest.raises(GcdslError) as info:
+        cute.compile(table_lookup.gather, *budget.args_for(budget.JUST_OVER))
+    text = str(info.value)
+    assert info.value.diag is Diag.PARAM_BUDGET
+    assert "32776 bytes" in text and "32764" in text
+    assert re.search(r"table\s+32768 B", text) and re.search(r"out\s+8 B", text)
+    assert info.value.location.filename == table_lookup.__file__
