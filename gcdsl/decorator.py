@@ -6,7 +6,7 @@ import linecache
 import os
 import sys
 import traceback
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Optional
 
 from . import frontend
 from .diagnostics import Diag, GcdslError, SourceLocation
@@ -24,10 +24,13 @@ class Kernel:
     traces and compiles.
     """
 
-    def __init__(self, func: Callable) -> None:
+    def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None) -> None:
+        if check_bounds is None:
+            check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
+        self.check_bounds = check_bounds
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
-        desugared = frontend.desugar(self._analysis)
+        desugared = frontend.desugar(self._analysis, check_bounds=check_bounds)
         self.desugared_source, self._line_map = render_with_line_map(desugared)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
@@ -127,12 +130,19 @@ def _indent(filename: str, line: int) -> int:
     return len(text) - len(text.lstrip())
 
 
-def kernel(func: Callable) -> Kernel:
-    """Decorator used where `@cute.kernel` was; see the package docstring."""
+def kernel(func: Optional[Callable] = None, *, check_bounds: Optional[bool] = None) -> Any:
+    """Decorator used where `@cute.kernel` was; see the package docstring.
+
+    `check_bounds=True` adds a device-side range check to every runtime index of a
+    descriptor list (a failed check prints the kernel, parameter and line, then
+    traps); `GCDSL_CHECK_BOUNDS=1` turns it on for kernels that do not say.
+    """
+    if func is None:
+        return lambda f: Kernel(f, check_bounds=check_bounds)
     if not callable(func):
         raise GcdslError(
             Diag.UNSUPPORTED_DECORATOR,
-            "@gcdsl.kernel takes no arguments",
-            hint="write `@gcdsl.kernel` above the kernel's `def`",
+            f"@gcdsl.kernel was given {type(func).__name__}, not a function",
+            hint="write `@gcdsl.kernel` or `@gcdsl.kernel(check_bounds=True)` above the kernel's `def`",
         )
-    return Kernel(func)
+    return Kernel(func, check_bounds=check_bounds)

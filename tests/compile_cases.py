@@ -64,7 +64,18 @@ def _descriptor_table(box):
     return build
 
 
+def _checked():
+    import cutlass
+    import cutlass.cute as cute
+    from tests.kernels import batch_copy as bc
+
+    fake = cute.runtime.make_fake_compact_tensor
+    srcs = [fake(bc.DTYPE, (256, 128), stride_order=(1, 0), assumed_align=16) for _ in range(4)]
+    return bc.checked, (srcs, fake(cutlass.Int32, (8,), assumed_align=4), fake(cutlass.Int32, (8,), assumed_align=4))
+
+
 CASES = {
+    "bounds_checked": _checked,
     "descriptor_table": _descriptor_table((64, 32)),
     "table_gather": _table_gather,
     **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},

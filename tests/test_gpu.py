@@ -89,16 +89,19 @@ def test_grid_constant_table_read_with_runtime_indices():
 
 
 def test_grid_constant_contents_change_without_recompiling():
+    import cutlass.cute as cute
     import numpy as np
     from cutlass.cute.runtime import from_dlpack
 
     import gcdsl
     from tests.kernels import table_lookup as tl
 
+    from gcdsl.lower._dsl import compiled_function_count
+
     rng = np.random.default_rng(1)
     table = gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32))
     out = _poisoned_out(8, tl.THREADS)
-    traces_before = len(tl.traces)
+    compiled_before = compiled_function_count()
     for launch in range(4):
         data = rng.integers(0, 1 << 20, size=(12, 4), dtype=np.int32)
         if launch % 2:
@@ -110,7 +113,16 @@ def test_grid_constant_contents_change_without_recompiling():
         tl.gather(arg, from_dlpack(out, assumed_align=4))
         torch.cuda.synchronize()
         assert np.array_equal(out.cpu().numpy(), tl.reference(data, 8)), f"launch {launch}"
-    assert len(tl.traces) - traces_before == 1, "new contents recompiled the kernel"
+    assert compiled_function_count() - compiled_before == 1, "new contents recompiled the kernel"
+
+    # The explicit path: one compile, then launches with new tables.
+    compiled = cute.compile(tl.gather, table, from_dlpack(out, assumed_align=4))
+    for launch in range(3):
+        data = rng.integers(0, 1 << 20, size=(12, 4), dtype=np.int32)
+        out.fill_(-(2**31))
+        compiled(gcdsl.grid_constant(data), from_dlpack(out, assumed_align=4))
+        torch.cuda.synchronize()
+        assert np.array_equal(out.cpu().numpy(), tl.reference(data, 8)), f"compiled launch {launch}"
 
 
 def test_grid_constant_from_cuda_tensor_is_refused():
@@ -156,3 +168,21 @@ def test_host_encoded_descriptor_table_bit_exact_and_cached():
     srcs[2] = torch.randn(shape, device="cuda")              # a new tensor in slot 2
     assert maps.encode(srcs) is descs and maps.encodes == n + 1
     check(srcs)                                               # same compiled kernel, new descriptor
+
+
+@pytest.mark.parametrize("indices, traps", [([0, 3, 1, 2], False), ([0, 3, 7, 1], True), ([-1], True)])
+def test_bounds_check_traps_with_a_message(indices, traps):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.run([sys.executable, "-m", "tests.kernels.bounds_trap", *map(str, indices)],
+                          cwd=root, capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    if not traps:
+        assert proc.returncode == 0 and f"completed: {indices}" in text, text[-3000:]
+        return
+    bad = next(i for i in indices if not 0 <= i < 4)
+    assert proc.returncode != 0, text[-3000:]
+    assert f"gcdsl: index {bad} out of range [0, 4) for `loads` in kernel `checked_kernel` at batch_copy.py:" in text, text[-3000:]

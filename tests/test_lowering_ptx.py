@@ -108,3 +108,15 @@ def test_plain_kernels_compile_to_identical_ptx(compile_cases, case):
     under_gcdsl = compile_cases("sm_90a", "gcdsl", PLAIN_CASES).ptx(case)
     assert "cp.async.bulk.tensor" in under_cute
     assert under_gcdsl == under_cute
+
+
+def test_bounds_check_is_one_compare_and_a_trap_when_on(compile_cases):
+    entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("bounds_checked",)).ptx("bounds_checked"))
+    assert re.search(r"setp\.lt\.u32\s+%p\d+,\s*%r\d+,\s*4;", entry.body)  # index < 4 atoms, unsigned
+    assert entry.count("trap") == 1 and "vprintf" in entry.body
+
+
+@pytest.mark.parametrize("n", SIZES)
+def test_no_bounds_check_code_when_off(compiled, n):
+    body = ptx.single_entry(compiled.ptx(f"batch_copy_n{n}")).body
+    assert "trap" not in body and "vprintf" not in body

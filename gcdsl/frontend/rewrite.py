@@ -27,6 +27,10 @@ DECORATOR_TEMPLATE = f"{RUNTIME_NAME}.cute.kernel"
 INDEX_TEMPLATES = {
     ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
 }
+# With bounds checks on (GCDSL_CHECK_BOUNDS=1 or @gcdsl.kernel(check_bounds=True)).
+CHECKED_INDEX_TEMPLATES = {
+    ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN, check_bounds=WHAT)",
+}
 
 # What the kernel really receives, where the annotation says otherwise: the DSL
 # checks kernel arguments against their annotations.
@@ -85,8 +89,9 @@ class Desugared:
 
 
 class _IndexRewriter(ast.NodeTransformer):
-    def __init__(self, analysis: KernelAnalysis) -> None:
+    def __init__(self, analysis: KernelAnalysis, check_bounds: bool) -> None:
         self.analysis = analysis
+        self.templates = CHECKED_INDEX_TEMPLATES if check_bounds else INDEX_TEMPLATES
         self.sites = {id(s.node): s for p in analysis.runtime_indexed.values() for s in p.sites}
         self.rewritten_stmts: set = set()
         self._stmt_stack: List[ast.stmt] = []
@@ -123,20 +128,21 @@ class _IndexRewriter(ast.NodeTransformer):
         param = self.analysis.params[site.param]
         origin = self.analysis.source.location(node).short
         new = from_template(
-            INDEX_TEMPLATES[param.kind],
+            self.templates[param.kind],
             at=node,
             PARAM=site.param,
             INDEX=node.slice,
             ORIGIN=ast.Constant(origin),
+            WHAT=ast.Constant(f"`{site.param}` in kernel `{self.analysis.source.name}`"),
         )
         self.rewritten_stmts.add(id(self._stmt_stack[-1]))
         return new
 
 
-def desugar(analysis: KernelAnalysis) -> Desugared:
+def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False) -> Desugared:
     source = analysis.source
     fn = copy.deepcopy(source.tree)
-    rewriter = _IndexRewriter(analysis)
+    rewriter = _IndexRewriter(analysis, check_bounds)
     # deepcopy breaks node identity; map the sites onto the copy by walking both trees.
     originals = list(ast.walk(source.tree))
     copies = list(ast.walk(fn))

@@ -14,7 +14,7 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
-from cutlass._mlir.dialects import llvm
+from cutlass._mlir.dialects import llvm, scf
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
@@ -149,3 +149,28 @@ def grid_constant_address(value: Any) -> Any:
     finally:
         ir.register_value_caster(ptr_typeid, replace=True)(_cute_core._Pointer)
     return cutlass.Int64(address)
+
+
+def compiled_function_count() -> int:
+    """Entries in the DSL's in-memory JIT cache: one per distinct compiled module.
+
+    A direct call of a `@cute.jit` function re-runs its Python to produce IR and
+    looks the result up by the IR's hash, so a new entry here means a compilation.
+    """
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    return len(CuTeDSL._get_dsl().jit_cache)
+
+
+def trap_unless(condition: Any, message: str, *values: Any) -> None:
+    """On the device: unless `condition`, print `message` (printf format) and trap.
+
+    Built directly as `scf.if` + printf + `trap;` because the DSL's own assertion
+    (`cf.assert`) is dropped unless the whole compile enables assertions.
+    """
+    failed = cutlass.Boolean(condition) == cutlass.Boolean(False)
+    branch = scf.IfOp(failed.ir_value())
+    with ir.InsertionPoint(branch.then_block):
+        cute.printf(message, *values)
+        llvm.inline_asm(None, [], "trap;", "", has_side_effects=True)
+        scf.YieldOp([])

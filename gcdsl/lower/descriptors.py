@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
+import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
@@ -62,7 +63,8 @@ def check_descriptor_list(atoms: Any, *, param: str, location: Optional[SourceLo
             )
 
 
-def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str) -> cute.CopyAtom:
+def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str,
+                 check_bounds: Optional[str] = None) -> cute.CopyAtom:
     """`atoms[index]` inside a kernel, for an index that may be a runtime value.
 
     A Python `int` (a trace-time constant) gives back `atoms[index]` itself. A
@@ -82,6 +84,13 @@ def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str) -> cut
             Diag.BAD_INDEX_TYPE,
             f"a list of atoms is indexed with {_describe(index)} (at {origin})",
             hint="index with an integer (cutlass.Int32) value",
+        )
+    if check_bounds is not None:
+        # One unsigned compare covers negative indices too; a failure prints and traps.
+        _dsl.trap_unless(
+            cutlass.Uint32(index) < cutlass.Uint32(len(atoms)),
+            f"gcdsl: index %d out of range [0, {len(atoms)}) for {check_bounds} at {origin}\n",
+            index,
         )
     template = atoms[0]
     desc_ptr = _dsl.descriptor_at(_dsl.descriptor_base(template), index)

@@ -160,3 +160,27 @@ def fake_args(n: int, shape=(256, 128)):
     dsts = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(n)]
     pick = fake(cutlass.Int32, (n,), assumed_align=4)
     return srcs, dsts, pick
+
+
+@gcdsl.kernel(check_bounds=True)
+def checked_kernel(loads: List[cute.CopyAtom], out: cute.Tensor, pick: cute.Tensor, smem_layout: cute.Layout):
+    """A TMA load whose runtime index is range-checked on the device."""
+    bidx, _, _ = cute.arch.block_idx()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    k = pick[bidx]
+    smem = cutlass.memory.SmemAllocator()
+    mbar = smem.allocate_array(cutlass.Int64, 1)
+    if warp == 0:
+        cpasync.prefetch_descriptor(loads[k])
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_init(mbar, 1)
+        cute.arch.mbarrier_init_fence()
+    cute.arch.sync_threads()
+    out[bidx] = k
+
+
+@cute.jit
+def checked(srcs: List[cute.Tensor], out: cute.Tensor, pick: cute.Tensor):
+    smem_layout = _smem_layout()
+    loads = [cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), s, smem_layout, TILE)[0] for s in srcs]
+    checked_kernel(loads, out, pick, smem_layout).launch(grid=(cute.size(pick), 1, 1), block=(THREADS, 1, 1))

@@ -12,13 +12,6 @@ import gcdsl
 
 THREADS = 64
 
-traces = []  # one entry per trace of `gather`: a recompilation shows up here
-
-
-def _count_trace():
-    traces.append(1)
-
-
 @gcdsl.kernel
 def gather_kernel(table: Annotated[cute.Tensor, gcdsl.GridConstant], out: cute.Tensor):
     bidx, _, _ = cute.arch.block_idx()
@@ -29,7 +22,6 @@ def gather_kernel(table: Annotated[cute.Tensor, gcdsl.GridConstant], out: cute.T
 
 @cute.jit
 def gather(table: gcdsl.GridConstantTensor, out: cute.Tensor):
-    _count_trace()
     gather_kernel(table, out).launch(grid=(cute.size(out, mode=[0]), 1, 1), block=(THREADS, 1, 1))
 
 
