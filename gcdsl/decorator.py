@@ -119,7 +119,10 @@ class _Launcher:
         try:
             return self._launcher.launch(*args, **kwargs)
         except GcdslError as err:
-            raise self._locate(err) from None
+            located = self._locate(err)
+            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
+                raise located from err  # keep the chain through gcdsl and the DSL
+            raise located from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._launcher, name)
