@@ -28,6 +28,7 @@ class KernelSource:
 
 def capture(func: Callable) -> KernelSource:
     """Read and parse `func`'s source; fail with a clear error where Python has none."""
+    wrapper, func = func, inspect.unwrap(func)  # a decorator below ours: find the def, then refuse it
     if not inspect.isfunction(func):
         raise GcdslError(
             Diag.NOT_A_FUNCTION,
@@ -63,7 +64,53 @@ def capture(func: Callable) -> KernelSource:
             f"`{func.__name__}` is not defined by a plain `def` (async kernels do not exist)",
             location=SourceLocation(code.co_filename, first_line),
         )
-    return KernelSource(func=func, filename=code.co_filename, tree=tree)
+    source = KernelSource(func=func, filename=code.co_filename, tree=tree)
+    _check_decorators(source)
+    if wrapper is not func:
+        raise GcdslError(
+            Diag.UNSUPPORTED_DECORATOR,
+            f"`{func.__name__}` reaches @gcdsl.kernel wrapped by another function",
+            location=source.location(tree),
+            hint="apply @gcdsl.kernel to the plain function; put other decorators above it",
+        )
+    return source
+
+
+def _decorator_name(node: ast.expr) -> str:
+    target = node.func if isinstance(node, ast.Call) else node
+    return ast.unparse(target)
+
+
+def _check_decorators(source: KernelSource) -> None:
+    """@gcdsl.kernel replaces the DSL's decorators, and must be the one applied first.
+
+    The DSL recognises `kernel` and `jit` decorators by name when it reads a
+    source, so another of them on the same def would compile the original,
+    un-rewritten code; a decorator below ours hands us a wrapper, whose source
+    is not the code that would run.
+    """
+    decorators = source.tree.decorator_list
+    ours = [i for i, d in enumerate(decorators) if _decorator_name(d).split(".")[-1] == "kernel"
+            and _decorator_name(d).split(".")[0] in ("gcdsl", "kernel")]
+    for i, d in enumerate(decorators):
+        name = _decorator_name(d)
+        if i in ours:
+            continue
+        if name.split(".")[-1] in ("kernel", "jit"):
+            raise GcdslError(
+                Diag.UNSUPPORTED_DECORATOR,
+                f"`@{name}` and `@gcdsl.kernel` on one kernel: @gcdsl.kernel already hands the "
+                "desugared kernel to cute.kernel",
+                location=source.location(d),
+                hint=f"remove `@{name}`",
+            )
+        if ours and i > ours[-1]:
+            raise GcdslError(
+                Diag.UNSUPPORTED_DECORATOR,
+                f"`@{name}` is applied before `@gcdsl.kernel`, which must see the plain function",
+                location=source.location(d),
+                hint=f"move `@{name}` above `@gcdsl.kernel`",
+            )
 
 
 def _indent_width(text: str) -> int:

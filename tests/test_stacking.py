@@ -1,0 +1,28 @@
+"""Decorators stacked with @gcdsl.kernel (no GPU needed)."""
+import pytest
+
+from gcdsl import Diag, GcdslError
+from tests.kernels import stacking
+
+
+@pytest.mark.parametrize("make, line_text", [
+    (stacking.cute_kernel_above, "@cute.kernel"),
+    (stacking.gcdsl_above_cute_jit, "@cute.jit"),
+    (stacking.user_decorator_below, "@traced"),
+])
+def test_refused_stacks_name_the_decorator_and_line(make, line_text):
+    with pytest.raises(GcdslError) as info:
+        make()
+    err = info.value
+    assert err.diag is Diag.UNSUPPORTED_DECORATOR
+    assert err.location.filename == stacking.__file__
+    assert open(stacking.__file__).read().splitlines()[err.location.line - 1].strip() == line_text
+
+
+def test_user_decorator_above_and_static_methods_work():
+    import gcdsl
+
+    wrapped = stacking.user_decorator_above()
+    assert isinstance(wrapped.__wrapped__, gcdsl.Kernel)
+    assert isinstance(stacking.Holder.static_kernel, gcdsl.Kernel)
+    assert "def static_kernel(x: cute.Tensor):" in stacking.Holder.static_kernel.desugared_source
