@@ -81,6 +81,37 @@ def _decorator_name(node: ast.expr) -> str:
     return ast.unparse(target)
 
 
+def _resolve(node: ast.expr, func: Callable) -> object:
+    """The object a decorator expression names (dotted names only), or None."""
+    target = node.func if isinstance(node, ast.Call) else node
+    attrs = []
+    while isinstance(target, ast.Attribute):
+        attrs.append(target.attr)
+        target = target.value
+    if not isinstance(target, ast.Name):
+        return None
+    closure = dict(zip(func.__code__.co_freevars, func.__closure__ or ()))
+    if target.id in closure:
+        try:
+            obj = closure[target.id].cell_contents
+        except ValueError:
+            return None
+    elif target.id in func.__globals__:
+        obj = func.__globals__[target.id]
+    else:
+        return None
+    for attr in reversed(attrs):
+        obj = getattr(obj, attr, None)
+    return obj
+
+
+def _is_gcdsl_kernel(node: ast.expr, func: Callable) -> bool:
+    obj = _resolve(node, func)
+    if obj is None:  # unresolvable: go by the spelling
+        return _decorator_name(node) in ("gcdsl.kernel", "kernel")
+    return getattr(obj, "__module__", "") == "gcdsl.decorator" and getattr(obj, "__name__", "") == "kernel"
+
+
 def _check_decorators(source: KernelSource) -> None:
     """@gcdsl.kernel replaces the DSL's decorators, and must be the one applied first.
 
@@ -90,8 +121,7 @@ def _check_decorators(source: KernelSource) -> None:
     is not the code that would run.
     """
     decorators = source.tree.decorator_list
-    ours = [i for i, d in enumerate(decorators) if _decorator_name(d).split(".")[-1] == "kernel"
-            and _decorator_name(d).split(".")[0] in ("gcdsl", "kernel")]
+    ours = [i for i, d in enumerate(decorators) if _is_gcdsl_kernel(d, source.func)]
     for i, d in enumerate(decorators):
         name = _decorator_name(d)
         if i in ours:
