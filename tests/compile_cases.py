@@ -74,7 +74,19 @@ def _checked():
     return bc.checked, (srcs, fake(cutlass.Int32, (8,), assumed_align=4), fake(cutlass.Int32, (8,), assumed_align=4))
 
 
+def _multicast():
+    import cutlass
+    import cutlass.cute as cute
+    from tests.kernels import multicast as mc
+
+    fake = cute.runtime.make_fake_compact_tensor
+    srcs = [fake(mc.DTYPE, (256, 128), stride_order=(1, 0), assumed_align=16) for _ in range(4)]
+    return mc.multicast, (srcs, fake(cutlass.Int32, (8,), assumed_align=4),
+                          fake(mc.DTYPE, (16, 128), stride_order=(1, 0), assumed_align=16))
+
+
 CASES = {
+    "multicast": _multicast,
     "bounds_checked": _checked,
     "descriptor_table": _descriptor_table((64, 32)),
     "table_gather": _table_gather,

@@ -186,3 +186,22 @@ def test_bounds_check_traps_with_a_message(indices, traps):
     bad = next(i for i in indices if not 0 <= i < 4)
     assert proc.returncode != 0, text[-3000:]
     assert f"gcdsl: index {bad} out of range [0, 4) for `loads` in kernel `checked_kernel` at batch_copy.py:" in text, text[-3000:]
+
+
+def test_runtime_indexed_multicast_load():
+    from cutlass.cute.runtime import from_dlpack
+
+    from tests.kernels import multicast as mc
+
+    srcs = [torch.randn(256, 128, device="cuda") for _ in range(4)]
+    pick = torch.randint(0, 4, (8,), dtype=torch.int32)
+    out = torch.full((16, 128), float("nan"), device="cuda")
+    mc.multicast([from_dlpack(s, assumed_align=16) for s in srcs], from_dlpack(pick.cuda(), assumed_align=4),
+                 from_dlpack(out, assumed_align=16))
+    torch.cuda.synchronize()
+    t = torch.arange(128)
+    for b in range(16):
+        tile, k = b // mc.CLUSTER, pick[b // mc.CLUSTER].item()
+        r0, c0 = (tile % 4) * mc.TILE[0], (tile // 4) * mc.TILE[1]   # column-major tile order
+        want = srcs[k][r0 + t % mc.TILE[0], c0 + t // mc.TILE[0]]
+        assert torch.equal(out[b].cpu(), want.cpu()), f"CTA {b}"

@@ -120,3 +120,10 @@ def test_bounds_check_is_one_compare_and_a_trap_when_on(compile_cases):
 def test_no_bounds_check_code_when_off(compiled, n):
     body = ptx.single_entry(compiled.ptx(f"batch_copy_n{n}")).body
     assert "trap" not in body and "vprintf" not in body
+
+
+def test_multicast_load_is_runtime_indexed_too(compile_cases):
+    entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("multicast",)).ptx("multicast"))
+    (instr,) = entry.instructions("cp.async.bulk.tensor")
+    assert "multicast::cluster" in instr
+    _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 1)
