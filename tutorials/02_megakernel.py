@@ -107,9 +107,11 @@ def megakernel(
             s_out, g_out = cpasync.tma_partition(
                 stores[k], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
             )
-            cute.copy(stores[k], s_out, g_out)
-            cute.arch.cp_async_bulk_commit_group()
-            cute.arch.cp_async_bulk_wait_group(0, read=True)
+            # In DSL 4.8.1 a TMA store is issued by every lane that reaches it: elect one.
+            with cute.arch.elect_one():
+                cute.copy(stores[k], s_out, g_out)
+                cute.arch.cp_async_bulk_commit_group()
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
         cute.arch.sync_threads()  # the tile's smem is free again
 
 

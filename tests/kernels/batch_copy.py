@@ -68,9 +68,10 @@ def runtime_indexed_kernel(
         s_store, g_store = cpasync.tma_partition(
             stores[k], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
         )
-        cute.copy(stores[k], s_store, g_store)
-        cute.arch.cp_async_bulk_commit_group()
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
+        with cute.arch.elect_one():  # DSL 4.8.1 issues a TMA store from every lane otherwise
+            cute.copy(stores[k], s_store, g_store)
+            cute.arch.cp_async_bulk_commit_group()
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 @deco.kernel
@@ -108,11 +109,12 @@ def constant_chain_kernel(
         s_store, g_store = cpasync.tma_partition(
             stores[0], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
         )
-        for j in cutlass.range_constexpr(n):
-            if k == j:
-                cute.copy(stores[j], s_store, g_store)
-        cute.arch.cp_async_bulk_commit_group()
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
+        with cute.arch.elect_one():
+            for j in cutlass.range_constexpr(n):
+                if k == j:
+                    cute.copy(stores[j], s_store, g_store)
+            cute.arch.cp_async_bulk_commit_group()
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
 def _atoms(srcs, dsts, store_op=None):
