@@ -32,6 +32,10 @@ class Diag(enum.Enum):
     BAD_GRID_CONSTANT = "bad-grid-constant"
     GRID_CONSTANT_ON_DEVICE = "grid-constant-on-device"
     PARAM_BUDGET = "param-budget"
+    LIST_ALIASED = "list-aliased"
+    LIST_CAPTURED = "list-captured"
+    LIST_RETURNED = "list-returned"
+    LIST_SHADOWED = "list-shadowed"
 
 
 @dataclass(frozen=True)

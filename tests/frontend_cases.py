@@ -76,3 +76,157 @@ CASES = {
     "static_method": Holder.method,
     "task_table": task_table,
 }
+
+
+# ---------------------------------------------------------------------------------------
+# Every allowed use of a descriptor list (see gcdsl/frontend/analysis.py), in one kernel.
+# ---------------------------------------------------------------------------------------
+def allowed_uses(loads: List[cute.CopyAtom], stores: list[cute.CopyAtom], src: cute.Tensor, k: int):
+    first = loads[0]
+    last = stores[-1]
+    n = len(loads) + len(stores[1:])
+    for atom in loads:
+        cute.copy(atom, src, src)
+    for j, atom in enumerate(loads[1:]):
+        cute.copy(atom, src, src)
+    for load, store in zip(loads, reversed(stores)):
+        cute.copy(load, src, src)
+    picked = [loads[j % n] for j in range(k)]
+    every = [atom for atom in stores[::2]]
+    second = loads[1:][0]
+
+    def helper(atom, tensor):
+        return cute.copy(atom, tensor, tensor)
+
+    helper(loads[k], src)
+    scale = lambda t: t * 2
+    cute.copy(stores[scale(k) - 1], first, last)
+
+
+# ---------------------------------------------------------------------------------------
+# Misuse: each kernel fails in the front end (tests/test_misuse.py), so none is in CASES.
+# The offending line of each holds the text the test looks for.
+# ---------------------------------------------------------------------------------------
+def aliased_by_name(atoms: List[cute.CopyAtom], i: int):
+    xs = atoms
+    cute.copy(xs[i], i, i)
+
+
+def aliased_by_call(atoms: List[cute.CopyAtom], i: int):
+    pick_one(atoms, i)
+
+
+def aliased_by_operand(atoms: List[cute.CopyAtom], other: List[cute.CopyAtom], i: int):
+    both = atoms + other
+    cute.copy(both[i], i, i)
+
+
+def aliased_in_tuple(atoms: List[cute.CopyAtom], i: int):
+    pair = (atoms, i)
+
+
+def aliased_by_star(atoms: List[cute.CopyAtom], i: int):
+    cute.copy(*atoms)
+
+
+def aliased_by_attribute(atoms: List[cute.CopyAtom], i: int):
+    where = atoms.index(i)
+
+
+def aliased_slice(atoms: List[cute.CopyAtom], i: int):
+    rest = atoms[1:]
+    cute.copy(rest[i], i, i)
+
+
+def aliased_slice_runtime_index(atoms: List[cute.CopyAtom], i: int):
+    cute.copy(atoms[1:][i], i, i)
+
+
+def returned(atoms: List[cute.CopyAtom], i: int):
+    return atoms
+
+
+def yielded(atoms: List[cute.CopyAtom], i: int):
+    yield atoms
+
+
+def captured_by_def(atoms: List[cute.CopyAtom], i: int):
+    def load(j):
+        cute.copy(atoms[j], j, j)
+
+    load(i)
+
+
+def captured_by_lambda(atoms: List[cute.CopyAtom], i: int):
+    load = lambda j: cute.copy(atoms[j], j, j)
+
+
+def captured_by_class(atoms: List[cute.CopyAtom], i: int):
+    class Loader:
+        table = atoms
+
+
+def captured_in_default(atoms: List[cute.CopyAtom], i: int):
+    def load(atom=atoms[i]):
+        return atom
+
+
+def captured_nonlocal(atoms: List[cute.CopyAtom], i: int):
+    def swap():
+        nonlocal atoms
+
+
+def shadowed_by_comprehension(atoms: List[cute.CopyAtom], i: int):
+    tiles = [atoms * 2 for atoms in range(i)]
+
+
+def shadowed_by_parameter(atoms: List[cute.CopyAtom], i: int):
+    def load(atoms, j):
+        return atoms[j]
+
+
+def shadowed_in_nested_def(atoms: List[cute.CopyAtom], i: int):
+    def count():
+        atoms = 3
+        return atoms
+
+
+def deleted(atoms: List[cute.CopyAtom], i: int):
+    del atoms
+
+
+def reassigned_by_for(atoms: List[cute.CopyAtom], i: int):
+    for atoms in range(i):
+        pass
+
+
+def reassigned_by_walrus(atoms: List[cute.CopyAtom], i: int):
+    if (atoms := i) > 0:
+        pass
+
+
+def reassigned_by_import(atoms: List[cute.CopyAtom], i: int):
+    import os as atoms
+
+
+def mutated_by_append(atoms: List[cute.CopyAtom], i: int):
+    atoms.append(i)
+
+
+def mutated_by_del_item(atoms: List[cute.CopyAtom], i: int):
+    del atoms[i]
+
+
+def mutated_by_slice_assignment(atoms: List[cute.CopyAtom], i: int):
+    atoms[1:] = []
+
+
+CASES["allowed_uses"] = allowed_uses
+
+
+def indexed_by_tuple(atoms: List[cute.CopyAtom], i: int):
+    cute.copy(atoms[:, i], i, i)
+
+
+def indexed_by_string(atoms: List[cute.CopyAtom], i: int):
+    cute.copy(atoms["first"], i, i)
