@@ -383,9 +383,6 @@ def test_the_fuzzer_saw_both_outcomes():
     assert OUTCOMES["ok"] >= 50 and OUTCOMES["error"] >= 50, OUTCOMES
 
 
-@pytest.mark.xfail(strict=False, raises=TypeError,
-                   reason="gcdsl/frontend/dump.py: _Printer.__init__ takes no `_avoid_backslashes`, "
-                   "which ast's f-string printing passes: any f-string with a field crashes rendering")
 def test_fstring_in_a_kernel_renders(tmp_path):
     text = HEADER + SIGNATURE + '\n    print(f"{n}: {atoms[n]}")\n'
     kernel = Kernel(text, 11, 11, 12, [], "module")

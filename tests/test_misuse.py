@@ -184,14 +184,10 @@ def _file_lambda(tmp_path, text):
     return namespace["kernel"]
 
 
-@pytest.mark.xfail(strict=False, reason="gcdsl/frontend/source.py: a lambda in a file gives NOT_A_FUNCTION "
-                   "('async kernels do not exist') with no hint, not NO_SOURCE as the README says")
 def test_lambda_in_a_file_is_a_clear_error(tmp_path):
     _expect_no_source(_file_lambda(tmp_path, "kernel = lambda atoms, i: atoms[i]\n"))
 
 
-@pytest.mark.xfail(strict=False, raises=SyntaxError,
-                   reason="gcdsl/frontend/source.py: a lambda on a continuation line escapes as SyntaxError")
 def test_lambda_on_a_continuation_line_is_a_clear_error(tmp_path):
     text = "def pick(a, b):\n    return b\n\n\nkernel = pick(0,\n    lambda atoms, i: atoms[i])\n"
     with pytest.raises(GcdslError):

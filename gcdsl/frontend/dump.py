@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-from typing import Dict, Tuple
+from typing import Dict, Optional, Tuple
 
 from .rewrite import Desugared
 
@@ -19,9 +19,10 @@ _COMPOUND = (ast.FunctionDef, ast.If, ast.For, ast.While, ast.With, ast.Try, ast
 
 
 class _Printer(ast._Unparser):  # the printer behind ast.unparse
-    def __init__(self, origins: Dict[int, str]) -> None:
-        super().__init__()
-        self._origins = origins
+    def __init__(self, origins: Optional[Dict[int, str]] = None, **kwargs) -> None:
+        # the base class builds nested printers of its own type (f-strings) with kwargs
+        super().__init__(**kwargs)
+        self._origins = origins or {}
         self.line_map: Dict[int, int] = {}  # rendered line -> the user's line
 
     def traverse(self, node):  # noqa: D401 - mirrors ast._Unparser

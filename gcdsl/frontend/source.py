@@ -36,20 +36,29 @@ def capture(func: Callable) -> KernelSource:
             hint="decorate the `def` of the kernel itself, with @gcdsl.kernel innermost",
         )
     code = func.__code__
-    try:
-        lines, first_line = inspect.getsourcelines(func)
-    except (OSError, TypeError) as err:
-        raise GcdslError(
+
+    def no_source(why: str) -> GcdslError:
+        return GcdslError(
             Diag.NO_SOURCE,
-            f"the source of kernel `{func.__name__}` is not available ({err})",
+            f"the source of kernel `{func.__name__}` is not available ({why})",
             location=SourceLocation(code.co_filename, code.co_firstlineno),
             hint="gcdsl rewrites the kernel's source: define it with `def` in a .py file "
             "(not a lambda, exec() or an interactive prompt) and import it",
-        ) from None
+        )
+
+    if func.__name__ == "<lambda>":
+        raise no_source("a lambda has no `def` to rewrite")
+    try:
+        lines, first_line = inspect.getsourcelines(func)
+    except (OSError, TypeError) as err:
+        raise no_source(str(err)) from None
     raw = "".join(lines)
     dedented = textwrap.dedent(raw)
     indent = _indent_width(raw) - _indent_width(dedented)
-    module = ast.parse(dedented, filename=code.co_filename)
+    try:
+        module = ast.parse(dedented, filename=code.co_filename)
+    except SyntaxError as err:
+        raise no_source(f"the lines Python reports for it do not parse on their own: {err.msg}") from None
     ast.increment_lineno(module, first_line - 1)
     if indent:
         for node in ast.walk(module):
