@@ -7,7 +7,7 @@ Variants (the same job, the same bytes, the same launch shape; only the descript
 - ``floor``: one descriptor over all sources stacked into one tensor, the source chosen by
   the TMA coordinate (no descriptor choice at all: the lower bound);
 - ``chain``: plain CuTe DSL, ``for j in range_constexpr(n): if k == j: cute.copy(loads[j], ...)``;
-- ``gmem``: descriptors in a global-memory table (filled once by ``fill_desc_table``),
+- ``gmem``: descriptors in a global-memory table (filled once by ``fill_desc_table_kernel``),
   selected by pointer: ``fence.proxy.tensormap::generic.acquire`` then
   ``cute.copy(template, ..., tma_desc_ptr=table + k * 128)``.
 
@@ -24,8 +24,6 @@ shared-memory stages, loads and stores both picked by the runtime index.
 
 This file must stay a real .py file: `@gcdsl.kernel` re-reads the kernel source.
 """
-from __future__ import annotations
-
 from typing import List
 
 import cuda.bindings.driver as cuda
@@ -48,7 +46,6 @@ W1_THREADS = 128
 W1_TILE_BYTES = W1_TILE[0] * W1_TILE[1] * DTYPE.width // 8
 W1_WORDS = W1_TILE_BYTES // 4  # the tile as 2048 Int32 words
 W1_MAX_LOADS = 1024  # tasks staged in shared memory: 4 KiB
-W1_MAX_N = 250  # descriptors in 32,764 bytes of kernel parameters, with room for the rest
 
 
 def _w1_words_layout():
@@ -335,17 +332,24 @@ def fill_desc_table_kernel(atoms: List[cute.CopyAtom], table: cute.Tensor):
         cpasync.fence_tma_desc_release()
 
 
-@cute.jit
-def fill_desc_table(tensors: List[cute.Tensor], table: cute.Tensor, stream: cuda.CUstream,
-                    which: cutlass.Constexpr):
-    """table[j * 128 : (j + 1) * 128] = the descriptor the DSL builds for tensors[j]."""
-    if cutlass.const_expr(which == "w1_load"):
-        atoms = [a for a, _ in _w1_load_atoms(tensors)]
-    elif cutlass.const_expr(which == "w2_load"):
-        atoms = [a for a, _ in _w2_atoms(tensors, cpasync.CopyBulkTensorTileG2SOp())]
-    else:
-        atoms = [a for a, _ in _w2_atoms(tensors, cpasync.CopyBulkTensorTileS2GOp())]
+def _fill(atoms, table: cute.Tensor, stream):
     fill_desc_table_kernel(atoms, table).launch(grid=(1, 1, 1), block=(32, 1, 1), stream=stream)
+
+
+@cute.jit
+def fill_w1_load_table(srcs: List[cute.Tensor], table: cute.Tensor, stream: cuda.CUstream):
+    """table[j * 128 : (j + 1) * 128] = the W1 load descriptor the DSL builds for srcs[j]."""
+    _fill([a for a, _ in _w1_load_atoms(srcs)], table, stream)
+
+
+@cute.jit
+def fill_w2_load_table(srcs: List[cute.Tensor], table: cute.Tensor, stream: cuda.CUstream):
+    _fill([a for a, _ in _w2_atoms(srcs, cpasync.CopyBulkTensorTileG2SOp())], table, stream)
+
+
+@cute.jit
+def fill_w2_store_table(dsts: List[cute.Tensor], table: cute.Tensor, stream: cuda.CUstream):
+    _fill([a for a, _ in _w2_atoms(dsts, cpasync.CopyBulkTensorTileS2GOp())], table, stream)
 
 
 # ---------------------------------------------------------------------------------------

@@ -10,10 +10,13 @@
 // A C++ kernel parameter that is an array decays to a pointer, so the N descriptors travel in a
 // struct passed by value: N x 128 bytes of grid-constant parameter space, at a 128-byte stride.
 //
-// Build: nvcc -arch=sm_90a -O3 -std=c++17 -o w1_anchor w1_anchor.cu -lcuda
+// Build: nvcc -arch=sm_90a -O3 -std=c++17 -o w1_anchor w1_anchor.cu
+// (cuTensorMapEncodeTiled comes from the driver through cudaGetDriverEntryPointByVersion, so
+// nothing links against libcuda and the binary builds on machines without a driver too.)
 // Run:   w1_anchor --n 1,8,64,200 --k-loads 512 --grid 132 --reps 30 --warmup 5
 // Prints one JSON object on stdout.
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -72,6 +75,7 @@ __global__ void __launch_bounds__(kThreads)
 
   uint4 acc[4] = {};
   uint32_t phase = 0;
+#pragma unroll 1  // like the DSL kernels: one TMA call site in the loop
   for (int j = 0; j < k_loads; ++j) {
     const int task = s_tasks[j];
     if (tid == 0) {
@@ -133,6 +137,21 @@ Stats stats(std::vector<float> v) {
   return {v[v.size() / 2], v.front(), v.back()};
 }
 
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
+  if (fn == nullptr) {
+    void* ptr = nullptr;
+    cudaDriverEntryPointQueryResult status;
+    CHECK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &status));
+    if (status != cudaDriverEntryPointSuccess || ptr == nullptr) {
+      printf("{\"error\": \"cuTensorMapEncodeTiled not found in the driver\"}\n");
+      exit(1);
+    }
+    fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(ptr);
+  }
+  return fn;
+}
+
 template <int N>
 std::string run(int k_loads, int grid, int reps, int warmup) {
   // Sources: N separate allocations of 128x128 fp16 (random bits; the kernel only moves them).
@@ -162,7 +181,7 @@ std::string run(int k_loads, int grid, int reps, int warmup) {
     cuuint64_t strides[1] = {kSrcCols * 2};
     cuuint32_t box[2] = {kTile, kTile};
     cuuint32_t elem_strides[2] = {1, 1};
-    CUresult r = cuTensorMapEncodeTiled(&descs.d[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, dev_src[i], dims,
+    CUresult r = encode_tiled()(&descs.d[i], CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, dev_src[i], dims,
                                         strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                                         CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                                         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
