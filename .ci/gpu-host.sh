@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The GPU tier, run on a GPU host after `source .gpu/b/install.sh` (see ../shared/gpu-host):
 # every test (GPU ones included, the GEMM under @gcdsl.kernel), the tutorials, and the
-# benchmarks named in GCDSL_BENCH (default: grid_constant). Logs go to $OUT (or ./gpu-logs).
+# benchmarks named in GCDSL_BENCH (default: grid_constant). Logs and benchmarks/results
+# are packed into gpu-run.tgz in $OUT (or ./gpu-logs).
 set -uo pipefail
-out="${OUT:-gpu-logs}"; mkdir -p "$out"
+dest="${OUT:-gpu-logs}"; mkdir -p "$dest"
+out="$(mktemp -d)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 export GCDSL_TEST_DECORATOR=gcdsl
 failed=0
@@ -17,5 +19,6 @@ for bench in ${GCDSL_BENCH:-grid_constant}; do
   step "bench-$bench.log" python3 "benchmarks/$bench.py"
 done
 cp -r benchmarks/results "$out/" 2>/dev/null || true
+tar czf "$dest/gpu-run.tgz" -C "$out" .
 echo "gpu-host: $([ $failed = 0 ] && echo all passed || echo FAILURES)"
 exit $failed
