@@ -16,33 +16,16 @@ it compiles for sm_90a and prints the desugared kernel and what the PTX shows.
     python tutorials/01_batch_copy.py [--tensors 16] [--rows 4096] [--cols 2048]
 """
 import argparse
-import os
 import sys
-import tempfile
+from typing import List
 
+from _machine import HAS_GPU, show_compile, time_launches  # before cutlass: it configures the DSL
 
-def gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import cpasync
 
-
-HAS_GPU = gpu_available()
-if not HAS_GPU:  # the DSL reads these when `cutlass` is imported
-    DUMP_DIR = tempfile.mkdtemp(prefix="gcdsl-tutorial-01-")
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    os.environ.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=DUMP_DIR, CUTE_DSL_NO_CACHE="1")
-
-from typing import List  # noqa: E402
-
-import cutlass  # noqa: E402
-import cutlass.cute as cute  # noqa: E402
-from cutlass.cute.nvgpu import cpasync  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import gcdsl  # noqa: E402
+import gcdsl
 
 TILE = (128, 64)
 DTYPE = cutlass.Float32
@@ -121,41 +104,21 @@ def run_on_gpu(args) -> bool:
     print(f"verify: {args.tensors} tensors of {shape[0]}x{shape[1]} fp32, "
           f"{'bit-exact' if not bad else f'MISMATCH in tensors {bad}'}")
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        compiled(*call_args)
-    times = []
-    for _ in range(args.reps):
-        start.record()
-        compiled(*call_args)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    times.sort()
+    median, _, _ = time_launches(lambda: compiled(*call_args), args.reps)
     moved = 2 * sum(t.numel() * t.element_size() for t in srcs)
-    median = times[len(times) // 2]
-    print(f"bandwidth: {moved / median / 1e6:.0f} GB/s (read + write, median of {args.reps}, "
-          f"{median * 1e3:.0f} us for {moved / 1e9:.2f} GB)")
+    print(f"bandwidth: {moved / median / 1e3:.0f} GB/s (read + write, median of {args.reps}, "
+          f"{median:.0f} us for {moved / 1e9:.2f} GB)")
     return not bad
 
 
 def compile_only(args) -> bool:
-    import glob
-
-    from gcdsl import ptx
-
     fake = cute.runtime.make_fake_compact_tensor
     shape = (args.rows, args.cols)
     srcs = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(args.tensors)]
     dsts = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(args.tensors)]
     tasks = fake(cutlass.Int32, (args.tensors * 64,), assumed_align=4)
     cute.compile(batch_copy, srcs, dsts, tasks)
-    print("No GPU here: compiled for sm_90a instead of running.\n")
-    print("The kernel as it runs (batch_copy_kernel.desugared_source):\n")
-    print(batch_copy_kernel.desugared_source)
-    text = open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]).read()
-    print("What the PTX shows:")
-    print(ptx.summary(text))
+    show_compile(batch_copy_kernel)
     print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors, "
           f"{2 * args.tensors * 128} bytes of grid-constant parameters)")
     return True

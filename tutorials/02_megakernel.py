@@ -19,35 +19,18 @@ summary.
     python tutorials/02_megakernel.py [--tensors 32] [--seed 0]
 """
 import argparse
-import os
 import sys
-import tempfile
+from typing import Annotated, List
 
+from _machine import HAS_GPU, show_compile, time_launches  # before cutlass: it configures the DSL
 
-def gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+import numpy as np
 
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import cpasync
 
-HAS_GPU = gpu_available()
-if not HAS_GPU:  # the DSL reads these when `cutlass` is imported
-    DUMP_DIR = tempfile.mkdtemp(prefix="gcdsl-tutorial-02-")
-    os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
-    os.environ.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=DUMP_DIR, CUTE_DSL_NO_CACHE="1")
-
-from typing import Annotated, List  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-import cutlass  # noqa: E402
-import cutlass.cute as cute  # noqa: E402
-from cutlass.cute.nvgpu import cpasync  # noqa: E402
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import gcdsl  # noqa: E402
+import gcdsl
 
 TILE = (64, 64)
 DTYPE = cutlass.Float32
@@ -179,38 +162,18 @@ def run_on_gpu(args) -> bool:
     print(f"parameter space: {tasks.nbytes} B task table + {scales.nbytes} B scales + "
           f"{2 * len(shapes) * 128} B descriptors")
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        compiled(*call)
-    times = []
-    for _ in range(args.reps):
-        start.record()
-        compiled(*call)
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    times.sort()
-    print(f"time: median {times[len(times) // 2]:.1f} us (min {times[0]:.1f}, max {times[-1]:.1f}, "
-          f"{args.reps} launches)")
+    median, low, high = time_launches(lambda: compiled(*call), args.reps)
+    print(f"time: median {median:.1f} us (min {low:.1f}, max {high:.1f}, {args.reps} launches)")
     return not bad
 
 
 def compile_only(args) -> bool:
-    import glob
-
-    from gcdsl import ptx
-
     shapes, tasks, scales = make_problem(args.tensors, args.seed)
     fake = cute.runtime.make_fake_compact_tensor
     srcs = [fake(DTYPE, s, stride_order=(1, 0), assumed_align=16) for s in shapes]
     dsts = [fake(DTYPE, s, stride_order=(1, 0), assumed_align=16) for s in shapes]
     cute.compile(run, gcdsl.grid_constant(tasks), gcdsl.grid_constant(scales), srcs, dsts, 132)
-    print("No GPU here: compiled for sm_90a instead of running.\n")
-    print("The kernel as it runs (megakernel.desugared_source):\n")
-    print(megakernel.desugared_source)
-    text = open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]).read()
-    print("What the PTX shows:")
-    print(ptx.summary(text))
+    show_compile(megakernel)
     print(f"  task table {tasks.shape[0]} x {TASK_FIELDS} Int32 = {tasks.nbytes} B and "
           f"{len(scales)} scales in parameter space")
     return True

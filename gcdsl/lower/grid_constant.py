@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Optional, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
 import cutlass
 import cutlass.cute as cute
 
-from ..diagnostics import Diag, GcdslError, SourceLocation
+from ..diagnostics import Diag, GcdslError
 from . import _dsl
 
 _NUMPY_TO_DSL = {

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
