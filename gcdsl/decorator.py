@@ -15,6 +15,7 @@ from .frontend.dump import register_source, render_with_line_map, synthetic_file
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import param_budget, runtime
 from .lower.descriptors import check_descriptor_list
+from .lower.tensor_lists import lower_tensor_list
 
 
 class Kernel:
@@ -64,19 +65,20 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self._signature.bind(*args, **kwargs)
         for name, param in self._analysis.runtime_indexed.items():
-            if param.kind is ParamKind.DESCRIPTOR_LIST and name in bound.arguments:
-                check_descriptor_list(
-                    bound.arguments[name],
-                    param=name,
-                    location=self._analysis.source.location(param.node),
-                )
+            if name not in bound.arguments:
+                continue
+            location = self._analysis.source.location(param.node)
+            if param.kind is ParamKind.DESCRIPTOR_LIST:
+                check_descriptor_list(bound.arguments[name], param=name, location=location)
+            elif param.kind is ParamKind.TENSOR_LIST:
+                bound.arguments[name] = lower_tensor_list(bound.arguments[name], param=name, location=location)
         bound.apply_defaults()
         param_budget.check(bound.arguments, kernel=self.__name__,
                            location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)
-        return _Launcher(self._cute_kernel(*args, **kwargs), self._locate)
+        return _Launcher(self._cute_kernel(*bound.args, **bound.kwargs), self._locate)
 
     def _locate(self, err: GcdslError) -> GcdslError:
         """Point an error raised while tracing the desugared kernel at the user's line."""

@@ -32,6 +32,7 @@ class Diag(enum.Enum):
     BAD_GRID_CONSTANT = "bad-grid-constant"
     GRID_CONSTANT_ON_DEVICE = "grid-constant-on-device"
     PARAM_BUDGET = "param-budget"
+    TENSOR_LIST_MISMATCH = "tensor-list-mismatch"
     LIST_ALIASED = "list-aliased"
     LIST_CAPTURED = "list-captured"
     LIST_RETURNED = "list-returned"

@@ -85,7 +85,23 @@ def _multicast():
                           fake(mc.DTYPE, (16, 128), stride_order=(1, 0), assumed_align=16))
 
 
+def _grouped(groups):
+    def build():
+        import cutlass.cute as cute
+        import gcdsl
+        from tests.kernels import grouped as gr
+
+        fake = cute.runtime.make_fake_compact_tensor
+        shapes, tasks = gr.make_problem(groups)
+        srcs = [fake(gr.DTYPE, s, stride_order=(1, 0), assumed_align=16) for s in shapes]
+        outs = [fake(gr.DTYPE, s, stride_order=(1, 0), assumed_align=16) for s in shapes]
+        return gr.grouped, (gcdsl.grid_constant(tasks), srcs, outs)
+
+    return build
+
+
 CASES = {
+    "grouped_n40": _grouped(40),
     "multicast": _multicast,
     "bounds_checked": _checked,
     "descriptor_table": _descriptor_table((64, 32)),

@@ -230,3 +230,22 @@ def indexed_by_tuple(atoms: List[cute.CopyAtom], i: int):
 
 def indexed_by_string(atoms: List[cute.CopyAtom], i: int):
     cute.copy(atoms["first"], i, i)
+
+
+def grouped_tensors(coords: List[cute.Tensor], outs: Sequence[cute.Tensor], atoms: List[cute.CopyAtom], g: int):
+    """Tensor lists indexed at runtime: every subscript is lowered, literal ones too."""
+    tiles = cute.zipped_divide(coords[g], (64, 64))
+    first = outs[0]
+    out = outs[g]
+    n = len(outs)
+    cute.copy(atoms[g], tiles, out)
+
+
+def constant_tensor_list(outs: List[cute.Tensor]):
+    """Only literal indices: the list stays the DSL's own."""
+    first = outs[0]
+    return first
+
+
+CASES["grouped_tensors"] = grouped_tensors
+CASES["constant_tensor_list"] = constant_tensor_list

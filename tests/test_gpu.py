@@ -205,3 +205,20 @@ def test_runtime_indexed_multicast_load():
         r0, c0 = (tile % 4) * mc.TILE[0], (tile // 4) * mc.TILE[1]   # column-major tile order
         want = srcs[k][r0 + t % mc.TILE[0], c0 + t // mc.TILE[0]]
         assert torch.equal(out[b].cpu(), want.cpu()), f"CTA {b}"
+
+
+def test_grouped_copy_of_40_ragged_tensors():
+    import gcdsl
+    from cutlass.cute.runtime import from_dlpack
+
+    from tests.kernels import grouped as gr
+
+    shapes, tasks = gr.make_problem(40, seed=3)
+    assert sum(r % gr.TILE[0] != 0 or c % gr.TILE[1] != 0 for r, c in shapes) >= 10
+    srcs = [torch.randn(s, device="cuda") for s in shapes]
+    outs = [torch.full(s, float("nan"), device="cuda") for s in shapes]
+    wrap = lambda ts: [from_dlpack(t, assumed_align=16) for t in ts]  # noqa: E731
+    gr.grouped(gcdsl.grid_constant(tasks), wrap(srcs), wrap(outs))
+    torch.cuda.synchronize()
+    bad = [g for g in range(40) if not torch.equal(srcs[g], outs[g])]
+    assert not bad, f"groups {bad} differ (shapes {[shapes[g] for g in bad]})"

@@ -9,8 +9,9 @@ tensor and a tile. Two kinds of task share the loop:
 
 over 32+ fp32 tensors of different shapes, most not a multiple of the tile:
 TMA clips every copy to its own tensor's extent. The descriptors are picked
-with the task's runtime tensor index from two runtime-indexed atom lists, and
-the per-tensor scales come from a second grid-constant table.
+with the task's runtime tensor index from two runtime-indexed atom lists, each
+tensor's tiling from a runtime-indexed list of coordinate tensors (one extent
+per tensor), and the per-tensor scales from a second grid-constant table.
 
 On a GPU this runs, verifies bit-exactly against torch and prints timings.
 Without one it compiles for sm_90a and prints the desugared kernel and the PTX
@@ -46,7 +47,7 @@ def megakernel(
     scales: Annotated[cute.Tensor, gcdsl.GridConstant],  # Float32 [N]
     loads: List[cute.CopyAtom],
     stores: List[cute.CopyAtom],
-    coords: cute.Tensor,   # TMA coordinates of the largest tensor, tiled
+    coords: List[cute.Tensor],                            # TMA coordinates, one extent per tensor
     smem_layout: cute.Layout,
 ):
     bidx, _, _ = cute.arch.block_idx()
@@ -67,7 +68,7 @@ def megakernel(
     for i in cutlass.range(bidx, cute.size(tasks, mode=[0]), grid):
         kind = tasks[i, 0]
         k = tasks[i, 1]                                   # runtime tensor index
-        g_tile = coords[((None, None), (tasks[i, 2], tasks[i, 3]))]
+        g_tile = cute.zipped_divide(coords[k], TILE)[((None, None), (tasks[i, 2], tasks[i, 3]))]
         s_in, g_in = cpasync.tma_partition(
             loads[k], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
         )
@@ -105,20 +106,16 @@ def run(tasks: gcdsl.GridConstantTensor, scales: gcdsl.GridConstantTensor,
     g2s, s2g = cpasync.CopyBulkTensorTileG2SOp(), cpasync.CopyBulkTensorTileS2GOp()
     loads = [cpasync.make_tiled_tma_atom(g2s, s, smem_layout, TILE) for s in srcs]
     stores = [cpasync.make_tiled_tma_atom(s2g, d, smem_layout, TILE)[0] for d in dsts]
-    coords = cute.zipped_divide(loads[0][1], TILE)  # tensor 0 is the largest in both modes
+    coords = [c for _, c in loads]
     megakernel(tasks, scales, [a for a, _ in loads], stores, coords, smem_layout).launch(
         grid=(ctas, 1, 1), block=(THREADS, 1, 1)
     )
 
 
 def make_problem(n_tensors: int, seed: int):
-    """Shapes (tensor 0 largest), a shuffled task table over every tile, and scales."""
+    """Ragged shapes, a shuffled task table over every tile, and scales."""
     rng = np.random.default_rng(seed)
-    biggest = (320, 256)
-    shapes = [biggest] + [
-        (int(rng.integers(8, biggest[0] // 8 + 1)) * 8, int(rng.integers(2, biggest[1] // 4 + 1)) * 4)
-        for _ in range(n_tensors - 1)
-    ]
+    shapes = [(int(rng.integers(1, 321)), int(rng.integers(1, 65)) * 4) for _ in range(n_tensors)]
     rows = []
     for k, (r, c) in enumerate(shapes):
         for tr in range(-(-r // TILE[0])):

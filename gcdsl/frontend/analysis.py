@@ -75,15 +75,18 @@ _SEQUENCE_NAMES = {"List", "list", "Sequence"}
 
 class ParamKind(enum.Enum):
     DESCRIPTOR_LIST = "List[cute.CopyAtom]"
+    TENSOR_LIST = "List[cute.Tensor]"
     GRID_CONSTANT_TENSOR = "Annotated[cute.Tensor, GridConstant]"
 
 
 @dataclass
 class IndexSite:
-    """One `param[index]` read whose index is not an integer literal."""
+    """One `param[index]` read that the lowering rewrites: every non-literal index, and
+    for a tensor list the literal ones too (the whole list changes representation)."""
 
     param: str
     node: ast.Subscript
+    constant: bool = False
 
 
 @dataclass
@@ -102,7 +105,7 @@ class KernelAnalysis:
     @property
     def runtime_indexed(self) -> Dict[str, LoweredParam]:
         """Lists with at least one runtime index: these change representation."""
-        return {n: p for n, p in self.params.items() if p.sites}
+        return {n: p for n, p in self.params.items() if any(not s.constant for s in p.sites)}
 
     def of_kind(self, kind: ParamKind) -> Dict[str, LoweredParam]:
         return {n: p for n, p in self.params.items() if p.kind is kind}
@@ -127,6 +130,8 @@ def classify_annotation(annotation: Optional[ast.AST]) -> Optional[ParamKind]:
     outer, inner = _terminal_name(annotation.value), annotation.slice
     if outer in _SEQUENCE_NAMES and _terminal_name(inner) == "CopyAtom":
         return ParamKind.DESCRIPTOR_LIST
+    if outer in _SEQUENCE_NAMES and _terminal_name(inner) == "Tensor":
+        return ParamKind.TENSOR_LIST
     if outer == "GridConstant" and _terminal_name(inner) == "Tensor":  # cutlass.GridConstant[cute.Tensor]
         return ParamKind.GRID_CONSTANT_TENSOR
     if outer == "Annotated" and isinstance(inner, ast.Tuple) and inner.elts:
@@ -151,7 +156,7 @@ def analyze(source: KernelSource) -> KernelAnalysis:
         kind = classify_annotation(arg.annotation)
         if kind is not None:
             params[arg.arg] = LoweredParam(arg.arg, kind, arg)
-    lists = {n: p for n, p in params.items() if p.kind is ParamKind.DESCRIPTOR_LIST}
+    lists = {n: p for n, p in params.items() if p.kind in (ParamKind.DESCRIPTOR_LIST, ParamKind.TENSOR_LIST)}
     if lists:
         _collect_sites(source, lists)
     return KernelAnalysis(source, params)
@@ -440,6 +445,8 @@ class _ListUses:
                 expr, parent = parent, self.parents.get(id(parent))
                 continue
             if is_constant_index(parent.slice):
+                if expr is node and self.params[name].kind is ParamKind.TENSOR_LIST:
+                    self.sites.append(IndexSite(name, parent, constant=True))
                 return
             if isinstance(parent.slice, ast.Tuple) or (
                     isinstance(parent.slice, ast.Constant) and type(parent.slice.value) not in (int, bool)):

@@ -26,16 +26,19 @@ DECORATOR_TEMPLATE = f"{RUNTIME_NAME}.cute.kernel"
 
 INDEX_TEMPLATES = {
     ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
+    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.runtime_tensor(PARAM, INDEX, origin=ORIGIN)",
 }
 # With bounds checks on (GCDSL_CHECK_BOUNDS=1 or @gcdsl.kernel(check_bounds=True)).
 CHECKED_INDEX_TEMPLATES = {
     ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN, check_bounds=WHAT)",
+    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.runtime_tensor(PARAM, INDEX, origin=ORIGIN)",
 }
 
 # What the kernel really receives, where the annotation says otherwise: the DSL
 # checks kernel arguments against their annotations.
 ANNOTATION_TEMPLATES = {
     ParamKind.GRID_CONSTANT_TENSOR: f"{RUNTIME_NAME}.GridConstantParam",
+    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.TensorListParam",  # only where indexed at runtime
 }
 
 # Statements put at the top of the kernel body, one per parameter of the kind.
@@ -152,7 +155,8 @@ def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False) -> Desugare
 
     params_by_name = {a.arg: a for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     for param in analysis.params.values():
-        if param.kind in ANNOTATION_TEMPLATES:
+        lowered = param.kind is not ParamKind.TENSOR_LIST or param.name in analysis.runtime_indexed
+        if param.kind in ANNOTATION_TEMPLATES and lowered:
             arg = params_by_name[param.name]
             arg.annotation = from_template(ANNOTATION_TEMPLATES[param.kind], at=arg.annotation)
     prologue = []

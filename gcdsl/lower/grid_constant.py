@@ -123,6 +123,11 @@ class GridConstantParam:
     def __init__(self, value: Any, spec: TableSpec) -> None:
         self.value, self.spec = value, spec
 
+    @property
+    def shape(self) -> Tuple[int, ...]:
+        """The table's static shape, for host code (a grid size, say)."""
+        return self.spec.shape
+
     def __extract_mlir_values__(self) -> list:
         return [self.value]
 

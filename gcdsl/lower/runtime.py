@@ -6,5 +6,14 @@ import cutlass.cute as cute
 
 from .descriptors import prefetch_descriptor, runtime_atom
 from .grid_constant import GridConstantParam, grid_constant_tensor
+from .tensor_lists import TensorListParam, runtime_tensor
 
-__all__ = ["GridConstantParam", "cute", "grid_constant_tensor", "prefetch_descriptor", "runtime_atom"]
+__all__ = [
+    "GridConstantParam",
+    "TensorListParam",
+    "cute",
+    "grid_constant_tensor",
+    "prefetch_descriptor",
+    "runtime_atom",
+    "runtime_tensor",
+]

@@ -1,0 +1,174 @@
+"""Runtime-indexed `List[cute.Tensor]`: one template layout, per-entry extents in parameter space.
+
+Entries share rank, element type and kind (global-memory tensors, or the TMA
+coordinate tensors `make_tiled_tma_atom` returns) but may differ in shape and
+stride. On the host the list becomes one grid-constant table of Int64 fields per
+entry (base address, then each mode's extent and stride; coordinate tensors need
+extents only). A mode that is static and equal in every entry stays static in the
+template. In the kernel, `tensors[g]` reads entry g's fields and rebuilds the
+tensor: no branch over the entries.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Optional
+
+import cutlass
+import cutlass.cute as cute
+from cutlass._mlir import ir
+from cutlass._mlir.dialects import llvm
+
+from ..diagnostics import Diag, GcdslError, SourceLocation
+from . import _dsl
+
+
+class TensorListSpec:
+    """Compile-time facts of a lowered list: what is shared, and where each field lives."""
+
+    def __init__(self, kind: str, count: int, rank: int, dtype: Any, align: int,
+                 shape: List[Optional[int]], stride: List[Any]) -> None:
+        self.kind, self.count, self.rank, self.dtype, self.align = kind, count, rank, dtype, align
+        self.shape = shape    # per mode: the shared static extent, or None (read from the table)
+        self.stride = stride  # per mode: shared static stride (or basis), or None (read from the table)
+        self.fields = (1 if kind == "memref" else 0) + rank + (rank if kind == "memref" else 0)
+
+    def __str__(self) -> str:  # appears in kernel names
+        dims = "x".join("?" if s is None else str(s) for s in self.shape)
+        return f"TensorList_{self.kind}_{getattr(self.dtype, '__name__', 'coord')}_{self.count}x{dims}"
+
+
+class TensorListParam:
+    """A lowered `List[cute.Tensor]` inside traced code: one by-value Int64 table."""
+
+    def __init__(self, value: Any, spec: TensorListSpec) -> None:
+        self.value, self.spec = value, spec
+
+    def __len__(self) -> int:
+        return self.spec.count
+
+    def __iter__(self):
+        # `for t in tensors`: compile-time unrolled, each entry rebuilt from the table
+        return iter([runtime_tensor(self, i, "iteration") for i in range(self.spec.count)])
+
+    def __extract_mlir_values__(self) -> list:
+        return [self.value]
+
+    def __new_from_mlir_values__(self, values: list) -> "TensorListParam":
+        return TensorListParam(values[0], self.spec)
+
+    def __get_mlir_types__(self) -> list:
+        return [_table_type(self.spec)]
+
+    def __extract_mlir_attributes__(self) -> list:
+        return [_dsl.grid_constant_attribute()]
+
+    def __str__(self) -> str:
+        return str(self.spec)
+
+    __repr__ = __str__
+
+
+def _table_type(spec: TensorListSpec) -> Any:
+    return llvm.ArrayType.get(ir.IntegerType.get_signless(64), max(1, spec.count * spec.fields))
+
+
+def _kind(t: Any) -> str:
+    text = str(getattr(t, "type", ""))
+    if text.startswith("!cute.coord_tensor"):
+        return "coord"
+    if text.startswith("!cute.memref") and "gmem" in text:
+        return "memref"
+    return ""
+
+
+def lower_tensor_list(tensors: Any, *, param: str, location: Optional[SourceLocation]) -> TensorListParam:
+    """On the host (while the jit function is traced): pack the entries into one table."""
+
+    def fail(message: str, hint: str) -> GcdslError:
+        return GcdslError(Diag.TENSOR_LIST_MISMATCH, message, location=location, param=param, hint=hint)
+
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise fail(f"`{param}` is annotated List[cute.Tensor] but received "
+                   f"{'an empty list' if isinstance(tensors, (list, tuple)) else type(tensors).__name__}",
+                   "pass a non-empty Python list of tensors")
+    first = tensors[0]
+    kind = _kind(first)
+    if not kind:
+        raise fail(f"`{param}[0]` is {first.type if hasattr(first, 'type') else type(first).__name__}: "
+                   "runtime-indexed tensor lists hold global-memory tensors or TMA coordinate tensors",
+                   "pass cute.Tensor values in global memory, or the tensors make_tiled_tma_atom returns")
+    rank = cute.rank(first)
+    dtype = first.element_type if kind == "memref" else None
+    align = first.iterator.alignment if kind == "memref" else 1
+    for i, t in enumerate(tensors):
+        problems = []
+        if _kind(t) != kind:
+            problems.append(f"kind: {kind} vs {_kind(t) or type(t).__name__}")
+        elif cute.rank(t) != rank:
+            problems.append(f"rank: {rank} vs {cute.rank(t)}")
+        elif kind == "memref" and t.element_type is not dtype:
+            problems.append(f"dtype: {dtype} vs {t.element_type}")
+        elif any(not _flat(m) for m in tuple(t.shape)):
+            problems.append("a hierarchical mode (only flat layouts are supported)")
+        elif kind == "coord" and [str(s) for s in t.stride] != [str(s) for s in first.stride]:
+            problems.append(f"coordinate basis: {first.stride} vs {t.stride}")
+        if problems:
+            raise fail(f"`{param}[{i}]` differs from `{param}[0]` in a static property: {problems[0]}",
+                       "entries may differ only in extents and strides; group other tensors in another list")
+        if kind == "memref":
+            align = min(align, t.iterator.alignment)
+
+    def shared(values: List[Any]) -> Optional[Any]:
+        return values[0] if all(isinstance(v, int) for v in values) and len(set(values)) == 1 else None
+
+    shapes = [list(t.shape) for t in tensors]
+    shape = [shared([s[m] for s in shapes]) for m in range(rank)]
+    if kind == "memref":
+        strides = [list(t.stride) for t in tensors]
+        stride = [shared([s[m] for s in strides]) for m in range(rank)]
+    else:
+        stride = list(first.stride)  # the TMA basis, checked equal above
+    spec = TensorListSpec(kind, len(tensors), rank, dtype, align, shape, stride)
+
+    fields: List[Any] = []
+    for i, t in enumerate(tensors):
+        if kind == "memref":
+            fields.append(t.iterator.toint())
+        fields.extend(t.shape)
+        if kind == "memref":
+            fields.extend(t.stride)
+    table = llvm.mlir_undef(_table_type(spec))
+    for position, value in enumerate(fields):
+        table = llvm.insertvalue(table, cutlass.Int64(value).ir_value(), [position])
+    return TensorListParam(table, spec)
+
+
+def _flat(mode: Any) -> bool:
+    return isinstance(mode, int) or hasattr(mode, "ir_value")
+
+
+def runtime_tensor(tensors: Any, index: Any, origin: str) -> Any:
+    """Inside a kernel: entry `index` of a lowered tensor list, rebuilt from its table."""
+    if not isinstance(tensors, TensorListParam):
+        return tensors[index]
+    spec = tensors.spec
+    if isinstance(index, int) and not -spec.count <= index < spec.count:
+        raise GcdslError(Diag.INDEX_OUT_OF_RANGE,
+                         f"index {index} is out of range for a list of {spec.count} tensors (at {origin})",
+                         hint=f"use an index in [0, {spec.count})")
+    if isinstance(index, int):
+        index %= spec.count
+    base = _dsl.grid_constant_address(tensors.value)
+    table = cute.make_tensor(cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
+                             cute.make_layout((spec.count, spec.fields), stride=(spec.fields, 1)))
+    at = 0
+    address = None
+    if spec.kind == "memref":
+        address, at = table[index, 0], 1
+    shape = tuple(s if s is not None else cutlass.Int32(table[index, at + m]) for m, s in enumerate(spec.shape))
+    at += spec.rank
+    if spec.kind == "coord":
+        return cute.make_tensor(cute.make_identity_tensor(shape).iterator,
+                                cute.make_layout(shape, stride=tuple(spec.stride)))
+    stride = tuple(s if s is not None else table[index, at + m] for m, s in enumerate(spec.stride))
+    ptr = cute.make_ptr(spec.dtype, address, cute.AddressSpace.gmem, assumed_align=spec.align)
+    return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
