@@ -15,6 +15,7 @@ from .frontend.dump import register_source, render_with_line_map, synthetic_file
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import param_budget, runtime
 from .lower.descriptors import check_descriptor_list
+from .lower.grid_constant import check_grid_constant_arg
 from .lower.tensor_lists import lower_tensor_list
 
 
@@ -64,6 +65,10 @@ class Kernel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self._signature.bind(*args, **kwargs)
+        for name, param in self._analysis.of_kind(ParamKind.GRID_CONSTANT_TENSOR).items():
+            if name in bound.arguments:
+                check_grid_constant_arg(bound.arguments[name], param=name,
+                                        location=self._analysis.source.location(param.node))
         for name, param in self._analysis.runtime_indexed.items():
             if name not in bound.arguments:
                 continue

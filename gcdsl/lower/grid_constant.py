@@ -151,6 +151,19 @@ def grid_constant(data: Any, *, dtype: Any = None, align: int = 16) -> GridConst
     return GridConstantTensor(data, dtype=dtype, align=align)
 
 
+def check_grid_constant_arg(value: Any, *, param: str, location: Any) -> None:
+    """On the host, when the kernel is called: the argument must be a table."""
+    if not isinstance(value, GridConstantParam):
+        raise GcdslError(
+            Diag.BAD_GRID_CONSTANT,
+            f"`{param}` is annotated grid-constant but received {type(value).__name__}",
+            location=location,
+            param=param,
+            hint="make the table on the host with gcdsl.grid_constant(cpu_data) and pass it "
+            "through the host function (annotated gcdsl.GridConstantTensor)",
+        )
+
+
 def grid_constant_tensor(table: Any, param: str, origin: str = "") -> cute.Tensor:
     """Inside a kernel: the parameter-space table as a read-only `cute.Tensor`."""
     if not isinstance(table, GridConstantParam):

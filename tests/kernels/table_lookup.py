@@ -46,3 +46,9 @@ def reference(table, blocks: int):
     b = np.arange(blocks)[:, None]
     t = np.arange(THREADS)[None, :]
     return table[(b * 7 + t) % rows, t % cols]
+
+
+@cute.jit
+def gather_from_global(table: cute.Tensor, out: cute.Tensor):
+    """A global-memory tensor where the kernel wants a grid-constant table."""
+    gather_kernel(table, out).launch(grid=(1, 1, 1), block=(THREADS, 1, 1))
