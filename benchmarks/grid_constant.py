@@ -30,9 +30,9 @@ CTAS = 132
 STEPS = 4096
 
 
-@gcdsl.kernel
-def chase_param(table: Annotated[cute.Tensor, gcdsl.GridConstant], out: cute.Tensor,
-                per_thread: cutlass.Constexpr, steps: cutlass.Constexpr):
+@cute.jit
+def chase(table: cute.Tensor, out: cute.Tensor, per_thread: cutlass.Constexpr, steps: cutlass.Constexpr):
+    """The pointer chase itself; the two kernels differ only in where `table` lives."""
     tidx, _, _ = cute.arch.thread_idx()
     bidx, _, _ = cute.arch.block_idx()
     i = bidx % ENTRIES
@@ -43,21 +43,18 @@ def chase_param(table: Annotated[cute.Tensor, gcdsl.GridConstant], out: cute.Ten
         i = table[i]
         acc = acc + i
     out[bidx * THREADS + tidx] = acc
+
+
+@gcdsl.kernel
+def chase_param(table: Annotated[cute.Tensor, gcdsl.GridConstant], out: cute.Tensor,
+                per_thread: cutlass.Constexpr, steps: cutlass.Constexpr):
+    chase(table, out, per_thread, steps)
 
 
 @gcdsl.kernel
 def chase_global(table: cute.Tensor, out: cute.Tensor,
                  per_thread: cutlass.Constexpr, steps: cutlass.Constexpr):
-    tidx, _, _ = cute.arch.thread_idx()
-    bidx, _, _ = cute.arch.block_idx()
-    i = bidx % ENTRIES
-    if cutlass.const_expr(per_thread):
-        i = (bidx + tidx) % ENTRIES
-    acc = cutlass.Int32(0)
-    for _ in cutlass.range(steps):
-        i = table[i]
-        acc = acc + i
-    out[bidx * THREADS + tidx] = acc
+    chase(table, out, per_thread, steps)
 
 
 @cute.jit
