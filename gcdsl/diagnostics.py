@@ -98,3 +98,14 @@ class GcdslError(Exception):
         if self.hint is not None:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)
+
+
+def check_constant_index(index: int, count: int, noun: str, origin: str) -> int:
+    """A trace-time index into a list of `count` entries, normalised to [0, count)."""
+    if not -count <= index < count:
+        raise GcdslError(
+            Diag.INDEX_OUT_OF_RANGE,
+            f"index {index} is out of range for a list of {count} {noun} (at {origin})",
+            hint=f"use an index in [0, {count})",
+        )
+    return index % count

@@ -16,7 +16,7 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
 
-from ..diagnostics import Diag, GcdslError, SourceLocation
+from ..diagnostics import Diag, GcdslError, SourceLocation, check_constant_index
 from . import _dsl
 
 
@@ -72,13 +72,7 @@ def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str,
     `cvta.param(atoms[0]) + index * 128`.
     """
     if isinstance(index, int):
-        if not -len(atoms) <= index < len(atoms):
-            raise GcdslError(
-                Diag.INDEX_OUT_OF_RANGE,
-                f"index {index} is out of range for a list of {len(atoms)} atoms (at {origin})",
-                hint=f"use an index in [0, {len(atoms)})",
-            )
-        return atoms[index]
+        return atoms[check_constant_index(index, len(atoms), "atoms", origin)]
     if not isinstance(index, Integer):
         raise GcdslError(
             Diag.BAD_INDEX_TYPE,

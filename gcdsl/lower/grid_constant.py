@@ -165,14 +165,10 @@ def check_grid_constant_arg(value: Any, *, param: str, location: Any) -> None:
 
 
 def grid_constant_tensor(table: Any, param: str, origin: str = "") -> cute.Tensor:
-    """Inside a kernel: the parameter-space table as a read-only `cute.Tensor`."""
-    if not isinstance(table, GridConstantParam):
-        raise GcdslError(
-            Diag.BAD_GRID_CONSTANT,
-            f"`{param}` is annotated grid-constant but received {type(table).__name__} (at {origin})",
-            param=param,
-            hint="pass gcdsl.grid_constant(cpu_tensor) from the host function",
-        )
+    """Inside a kernel: the parameter-space table as a read-only `cute.Tensor`.
+
+    `check_grid_constant_arg` has refused anything but a table before tracing.
+    """
     base = _dsl.grid_constant_address(table.value)
     ptr = cute.make_ptr(table.spec.dtype, base, cute.AddressSpace.generic, assumed_align=table.spec.align)
     tensor = cute.make_tensor(ptr, cute.make_layout(table.spec.shape, stride=_row_major(table.spec.shape)))

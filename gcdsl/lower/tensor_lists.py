@@ -17,7 +17,7 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import llvm
 
-from ..diagnostics import Diag, GcdslError, SourceLocation
+from ..diagnostics import Diag, GcdslError, SourceLocation, check_constant_index
 from . import _dsl
 
 
@@ -151,12 +151,8 @@ def runtime_tensor(tensors: Any, index: Any, origin: str) -> Any:
     if not isinstance(tensors, TensorListParam):
         return tensors[index]
     spec = tensors.spec
-    if isinstance(index, int) and not -spec.count <= index < spec.count:
-        raise GcdslError(Diag.INDEX_OUT_OF_RANGE,
-                         f"index {index} is out of range for a list of {spec.count} tensors (at {origin})",
-                         hint=f"use an index in [0, {spec.count})")
     if isinstance(index, int):
-        index %= spec.count
+        index = check_constant_index(index, spec.count, "tensors", origin)
     base = _dsl.grid_constant_address(tensors.value)
     table = cute.make_tensor(cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
                              cute.make_layout((spec.count, spec.fields), stride=(spec.fields, 1)))

@@ -139,22 +139,27 @@ def _check_template(template: cute.CopyAtom, meta: DescriptorMeta) -> None:
         )
 
 
-_MLIR_ELEMENT = {cutlass.Float32: "f32", cutlass.Float16: "f16", cutlass.BFloat16: "bf16",
-                 cutlass.Int32: "i32", cutlass.Uint8: "ui8", cutlass.Int8: "i8", cutlass.Float64: "f64"}
+# torch dtype -> (DSL element type, CUtensorMapDataType suffix, element name in an atom's MLIR type)
+_ELEMENTS = {
+    "torch.float32": (cutlass.Float32, "FLOAT32", "f32"),
+    "torch.float16": (cutlass.Float16, "FLOAT16", "f16"),
+    "torch.bfloat16": (cutlass.BFloat16, "BFLOAT16", "bf16"),
+    "torch.float64": (cutlass.Float64, "FLOAT64", "f64"),
+    "torch.int32": (cutlass.Int32, "INT32", "i32"),
+    "torch.int64": (cutlass.Int64, "INT64", "i64"),
+    "torch.uint8": (cutlass.Uint8, "UINT8", "ui8"),
+    "torch.int8": (cutlass.Int8, "UINT8", "i8"),
+}
+_MLIR_ELEMENT = {dsl: mlir for dsl, _, mlir in _ELEMENTS.values()}
 
 
 def _dsl_dtype(t: Any) -> Any:
-    import torch
-
-    table = {torch.float32: cutlass.Float32, torch.float16: cutlass.Float16, torch.bfloat16: cutlass.BFloat16,
-             torch.int32: cutlass.Int32, torch.uint8: cutlass.Uint8, torch.int8: cutlass.Int8,
-             torch.float64: cutlass.Float64, torch.int64: cutlass.Int64}
-    if t.dtype not in table:
+    if str(t.dtype) not in _ELEMENTS:
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"no TMA element type for {t.dtype}")
     if t.device.type != "cuda":
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"descriptors describe GPU memory; got a {t.device} tensor",
                          hint="encode descriptors for CUDA tensors")
-    return table[t.dtype]
+    return _ELEMENTS[str(t.dtype)][0]
 
 
 def _encode_tiled(t: Any, box: Tuple[int, ...], swizzle: str) -> bytes:
@@ -163,16 +168,7 @@ def _encode_tiled(t: Any, box: Tuple[int, ...], swizzle: str) -> bytes:
 
     if len(box) != t.dim():
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"box {box} has rank {len(box)}, tensor has rank {t.dim()}")
-    types = {
-        "torch.float32": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
-        "torch.float16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
-        "torch.bfloat16": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        "torch.int32": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT32,
-        "torch.int64": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_INT64,
-        "torch.float64": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
-        "torch.uint8": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-        "torch.int8": driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8,
-    }
+    data_type = getattr(driver.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _ELEMENTS[str(t.dtype)][1])
     swizzles = {
         "none": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
         "32B": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
@@ -186,7 +182,7 @@ def _encode_tiled(t: Any, box: Tuple[int, ...], swizzle: str) -> bytes:
     boxes = [driver.cuuint32_t(int(b)) for b in reversed(box)]
     ones = [driver.cuuint32_t(1)] * rank
     err, tensor_map = driver.cuTensorMapEncodeTiled(
-        types[str(t.dtype)], rank, t.data_ptr(), dims, strides, boxes, ones,
+        data_type, rank, t.data_ptr(), dims, strides, boxes, ones,
         driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzles[swizzle],
         driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
