@@ -8,7 +8,7 @@ import sys
 import traceback
 from typing import Any, Callable, Dict, Optional
 
-from . import frontend
+from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation
 from .frontend.analysis import KernelAnalysis, ParamKind
 from .frontend.dump import register_source, render_with_line_map, synthetic_filename
@@ -28,7 +28,7 @@ class Kernel:
 
     def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None) -> None:
         if check_bounds is None:
-            check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
+            check_bounds = config.get().check_bounds
         self.check_bounds = check_bounds
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
@@ -100,10 +100,11 @@ class Kernel:
         if self._dumped:
             return
         self._dumped = True
-        if os.environ.get("GCDSL_DUMP", "0") not in ("", "0"):
+        settings = config.get()
+        if settings.dump:
             print(f"# ---- gcdsl: desugared {self._filename} ----", file=sys.stderr)
             print(self.desugared_source, file=sys.stderr)
-        dump_dir = os.environ.get("GCDSL_DUMP_DIR")
+        dump_dir = settings.dump_dir
         if dump_dir:
             os.makedirs(dump_dir, exist_ok=True)
             where = self._analysis.source
@@ -127,7 +128,7 @@ class _Launcher:
             return self._launcher.launch(*args, **kwargs)
         except GcdslError as err:
             located = self._locate(err)
-            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
+            if config.get().frontend_debug:
                 raise located from err  # keep the chain through gcdsl and the DSL
             raise located from None
 

@@ -131,6 +131,9 @@ def main() -> int:
         CUTE_DSL_NO_CACHE="1",
         GCDSL_TEST_DECORATOR=args.decorator,
     )
+    from gcdsl import config
+
+    config.reload()  # GCDSL_TEST_DECORATOR just changed
     import cutlass.cute as cute  # only now: the DSL reads the variables above on import
 
     for case in args.cases:
