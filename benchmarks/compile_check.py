@@ -6,6 +6,8 @@ compiles them too. The C++ anchor is built with nvcc (compile and link: it needs
 """
 from __future__ import annotations
 
+import os
+import re
 import time
 import traceback
 from typing import Any, Dict, List
@@ -72,6 +74,18 @@ def cases() -> List[Dict[str, Any]]:
     return out
 
 
+def ptx_name(case: Dict[str, Any]) -> str:
+    """`W1-W3-W4.gcdsl.n200.ptx`: one file per compiled case."""
+    slug = lambda text: re.sub(r"[^\w]+", "-", str(text)).strip("-")  # noqa: E731
+    return f"{slug(case['workload'])}.{slug(case['variant'])}.n{case['n']}.ptx"
+
+
+def _write_ptx(directory: str, case: Dict[str, Any], ptx: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, ptx_name(case)), "w") as f:
+        f.write(ptx)
+
+
 def run(args, machine: Dict[str, Any]) -> Report:
     import cutlass.cute as cute
 
@@ -90,6 +104,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
             compiled = cute.compile(fn, *fn_args)
             seconds = time.perf_counter() - t0
             ptx = compiled.__ptx__ or ""
+            if getattr(args, "ptx_dir", None):
+                _write_ptx(args.ptx_dir, case, ptx)
             row.update(status=OK, compile_s=round(seconds, 3), ptx_bytes=len(ptx.encode()),
                        tma_instructions=common.count_tma(ptx), descriptor_params=common.descriptor_params(ptx))
         except Exception as exc:  # noqa: BLE001
