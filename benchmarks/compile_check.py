@@ -2,7 +2,7 @@
 
 Works without a GPU (run.py sets `CUTE_DSL_ARCH=sm_90a` then). Each W1/W2 variant is
 compiled at the smallest and the largest N it is benchmarked at; W3 runs W1's kernels and W4
-compiles them too. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
+compiles them too; `grid_constant.py`'s four kernels as well. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
 """
 from __future__ import annotations
 
@@ -71,7 +71,30 @@ def cases() -> List[Dict[str, Any]]:
 
         for variant in ("gcdsl", "floor", "chain", "gmem", "gmem load-table fill", "gmem store-table fill"):
             out.append({"workload": "W2", "variant": variant, "n": n, "build": (lambda v=variant, f=w2: f(v))})
+    for per_thread in (False, True):
+        for where in ("param", "global"):
+            variant = f"{where} table, {'per-thread' if per_thread else 'uniform'} index"
+            out.append({"workload": "grid_constant", "variant": variant, "n": 256,
+                        "build": (lambda w=where, p=per_thread: _grid_constant(w, p))})
     return out
+
+
+def _grid_constant(where: str, per_thread: bool):
+    import numpy as np
+
+    import cutlass
+    import cutlass.cute as cute
+    import gcdsl
+    from cutlass.runtime import make_fake_stream
+
+    from . import grid_constant as gc
+
+    fake = cute.runtime.make_fake_compact_tensor
+    out = fake(cutlass.Int32, (gc.CTAS * gc.THREADS,), assumed_align=4)
+    if where == "param":
+        table = gcdsl.grid_constant(np.arange(gc.ENTRIES, dtype=np.int32))
+        return gc.run_param, (table, out, make_fake_stream(), per_thread)
+    return gc.run_global, (fake(cutlass.Int32, (gc.ENTRIES,), assumed_align=4), out, make_fake_stream(), per_thread)
 
 
 def ptx_name(case: Dict[str, Any]) -> str:
