@@ -83,6 +83,11 @@ def pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def than(speedup: float) -> str:
+    """`speedup` (their time / ours) as "1.29x faster" or "6.82x slower"."""
+    return f"{ratio(speedup)} faster" if speedup >= 1 else f"{ratio(1 / speedup)} slower"
+
+
 def spread(stats: Dict[str, float], fmt: Callable[[float], str] = f1) -> str:
     return f"{fmt(stats['median'])} [{fmt(stats['min'])}-{fmt(stats['max'])}]"
 
@@ -444,19 +449,21 @@ def region_grid_constant(results: Results) -> str:
         reads[("per thread", "global memory")]["ns_per_read"]
     n, cached, uncached = gc_encode(results)
     presleep = all(r.get("presleep") for r in reads.values())
-    return "\n".join([
+    out = [
         md_table(["index", "table", "ns per read", "median us [min-max]", "verified"], rows),
         "",
-        f"A CTA-uniform read from parameter space is {ratio(uniform)} faster than from global memory; "
-        f"an index that differs per thread is {ratio(divergent)} slower.",
-        ("" if presleep else
-         "\nThese reads were timed without a busy stream before each launch: the times include the "
-         "Python call.\n"),
-        "`TensorMapTable.encode` host cost"
-        + (f" (median of {cfg['encode_reps']})" if "encode_reps" in cfg else " (median)") + ": "
-        f"{' / '.join(f1(x) for x in cached)} us for {' / '.join(map(str, n))} unchanged tensors (cached), "
-        f"{' / '.join(f1(x) for x in uncached)} us when every descriptor is encoded.",
-    ]).replace("\n\n\n", "\n\n")
+        f"A CTA-uniform read from parameter space is {than(uniform)} than from global memory; "
+        f"with an index that differs per thread it is {than(1 / divergent)}.",
+        "",
+    ]
+    if not presleep:
+        out += ["These reads were timed without a busy stream before each launch: the times include the "
+                "Python call.", ""]
+    out.append("`TensorMapTable.encode` host cost"
+               + (f" (median of {cfg['encode_reps']})" if "encode_reps" in cfg else " (median)") + ": "
+               f"{' / '.join(f1(x) for x in cached)} us for {' / '.join(map(str, n))} unchanged tensors (cached), "
+               f"{' / '.join(f1(x) for x in uncached)} us when every descriptor is encoded.")
+    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------------------
@@ -496,6 +503,8 @@ def region_readme_measured(results: Results) -> str:
     floor = w1_ratio(results, "gcdsl", "floor")
     chain = w1_ratio(results, "chain", "gcdsl")
     gmem = w1_ratio(results, "gmem", "gcdsl")
+    if not (vs["diff"] and floor and chain and gmem):
+        return "W1 has no complete gcdsl, floor, chain, gmem and C++ results in this run: see RESULTS.md."
     worst = max(vs["diff"].values(), key=abs)
     faster = [n for n, d in vs["diff"].items() if d < 0]
     if len(faster) == len(vs["diff"]):
