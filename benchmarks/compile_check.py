@@ -2,10 +2,12 @@
 
 Works without a GPU (run.py sets `CUTE_DSL_ARCH=sm_90a` then). Each W1/W2 variant is
 compiled at the smallest and the largest N it is benchmarked at; W3 runs W1's kernels and W4
-compiles them too. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
+compiles them too; `grid_constant.py`'s four kernels as well. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
 """
 from __future__ import annotations
 
+import os
+import re
 import time
 import traceback
 from typing import Any, Dict, List
@@ -69,7 +71,42 @@ def cases() -> List[Dict[str, Any]]:
 
         for variant in ("gcdsl", "floor", "chain", "gmem", "gmem load-table fill", "gmem store-table fill"):
             out.append({"workload": "W2", "variant": variant, "n": n, "build": (lambda v=variant, f=w2: f(v))})
+    for per_thread in (False, True):
+        for where in ("param", "global"):
+            variant = f"{where} table, {'per-thread' if per_thread else 'uniform'} index"
+            out.append({"workload": "grid_constant", "variant": variant, "n": 256,
+                        "build": (lambda w=where, p=per_thread: _grid_constant(w, p))})
     return out
+
+
+def _grid_constant(where: str, per_thread: bool):
+    import numpy as np
+
+    import cutlass
+    import cutlass.cute as cute
+    import gcdsl
+    from cutlass.runtime import make_fake_stream
+
+    from . import grid_constant as gc
+
+    fake = cute.runtime.make_fake_compact_tensor
+    out = fake(cutlass.Int32, (gc.CTAS * gc.THREADS,), assumed_align=4)
+    if where == "param":
+        table = gcdsl.grid_constant(np.arange(gc.ENTRIES, dtype=np.int32))
+        return gc.run_param, (table, out, make_fake_stream(), per_thread)
+    return gc.run_global, (fake(cutlass.Int32, (gc.ENTRIES,), assumed_align=4), out, make_fake_stream(), per_thread)
+
+
+def ptx_name(case: Dict[str, Any]) -> str:
+    """`W1-W3-W4.gcdsl.n200.ptx`: one file per compiled case."""
+    slug = lambda text: re.sub(r"[^\w]+", "-", str(text)).strip("-")  # noqa: E731
+    return f"{slug(case['workload'])}.{slug(case['variant'])}.n{case['n']}.ptx"
+
+
+def _write_ptx(directory: str, case: Dict[str, Any], ptx: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, ptx_name(case)), "w") as f:
+        f.write(ptx)
 
 
 def run(args, machine: Dict[str, Any]) -> Report:
@@ -90,6 +127,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
             compiled = cute.compile(fn, *fn_args)
             seconds = time.perf_counter() - t0
             ptx = compiled.__ptx__ or ""
+            if getattr(args, "ptx_dir", None):
+                _write_ptx(args.ptx_dir, case, ptx)
             row.update(status=OK, compile_s=round(seconds, 3), ptx_bytes=len(ptx.encode()),
                        tma_instructions=common.count_tma(ptx), descriptor_params=common.descriptor_params(ptx))
         except Exception as exc:  # noqa: BLE001
