@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Sequence, Tuple
+from typing import Any, Dict, Sequence, Tuple
 
 import numpy as np
 
@@ -77,7 +77,10 @@ class GridConstantTensor:
         self._storage = np.zeros(self.spec.padded_bytes + align, dtype=np.uint8)
         offset = (-self._storage.ctypes.data) % align
         self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
+        self.address = self._bytes.ctypes.data  # fixed for the table's life: updates are in place
+        self._c_pointers = [ctypes.c_void_p(self.address)]
         self.update(array)
+        self.__class__ = _sized_class(self.spec)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -102,8 +105,9 @@ class GridConstantTensor:
         return self._bytes[: self.spec.nbytes].view(_DSL_TO_NUMPY[self.spec.dtype]).reshape(self.spec.shape)
 
     # The CuTe DSL's JIT-argument protocol (public: cutlass.base_dsl.typing.JitArgument).
+    # Called on every launch: the pointer to the bytes is made once.
     def __c_pointers__(self) -> list:
-        return [ctypes.c_void_p(self._bytes.ctypes.data)]
+        return self._c_pointers
 
     def __get_mlir_types__(self) -> list:
         return [_dsl.table_param_type(self.spec)]
@@ -111,10 +115,42 @@ class GridConstantTensor:
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
         return GridConstantParam(values[0], self.spec)
 
+    # TVM-FFI (`cute.compile(..., options="--enable-tvm-ffi")`): the table goes as an
+    # opaque pointer to its bytes, which the generated wrapper loads by value.
+    def __tvm_ffi_opaque_ptr__(self) -> int:
+        return self.address
+
     def __repr__(self) -> str:
         # The DSL derives function names (and dump file names) from argument reprs:
         # contents must not appear here, or every new table would look like a new kernel.
         return f"gcdsl.GridConstantTensor({self.spec})"
+
+
+_SIZED: Dict[Tuple[int, int], type] = {}
+
+
+def _sized_class(spec: TableSpec) -> type:
+    """The `GridConstantTensor` subclass for tables of this size and alignment.
+
+    The DSL's TVM-FFI argument converter accepts a custom by-value argument only
+    as a "native struct": a class with a `_struct_type` attribute whose
+    `__get_mlir_types__()` is callable on the class. The parameter type depends
+    only on the padded size and the alignment, so one class per pair serves
+    every table of that pair; `gcdsl.GridConstantTensor` itself stays unmarked
+    (it is the annotation of host-function parameters and has no size).
+    """
+    key = (spec.padded_bytes, spec.align)
+    cls = _SIZED.get(key)
+    if cls is None:
+        size_only = TableSpec((spec.padded_bytes,), cutlass.Uint8, spec.align)
+        cls = type(GridConstantTensor.__name__, (GridConstantTensor,), {
+            "__module__": __name__,
+            "__doc__": GridConstantTensor.__doc__,
+            "_struct_type": None,  # the marker; the type is `__get_mlir_types__`'s
+            "__get_mlir_types__": staticmethod(lambda: [_dsl.table_param_type(size_only)]),
+        })
+        _SIZED[key] = cls
+    return cls
 
 
 class GridConstantParam:
