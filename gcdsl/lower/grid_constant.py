@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from typing import Any, Dict, Sequence, Tuple
+from typing import Any, Sequence, Tuple
 
 import numpy as np
 
@@ -21,6 +21,7 @@ import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError
 from . import _dsl
+from cutlass._mlir.dialects import llvm as _dsl_llvm
 
 _NUMPY_TO_DSL = {
     np.dtype(np.int8): cutlass.Int8,
@@ -78,9 +79,11 @@ class GridConstantTensor:
         offset = (-self._storage.ctypes.data) % align
         self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
         self.address = self._bytes.ctypes.data  # fixed for the table's life: updates are in place
-        self._c_pointers = [ctypes.c_void_p(self.address)]
+        # The compiled host function takes the table's address (see `__get_mlir_types__`):
+        # a launch passes a pointer to a cell holding it.
+        self._address_cell = ctypes.c_void_p(self.address)
+        self._c_pointers = [ctypes.c_void_p(ctypes.addressof(self._address_cell))]
         self.update(array)
-        self.__class__ = _sized_class(self.spec)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -109,16 +112,24 @@ class GridConstantTensor:
     def __c_pointers__(self) -> list:
         return self._c_pointers
 
-    def __get_mlir_types__(self) -> list:
-        return [_dsl.table_param_type(self.spec)]
+    # The host function receives the table's address, not its bytes by value: a
+    # by-value array argument of N x 128 bytes costs the host code's LLVM compile
+    # time in proportion to N. The bytes are loaded where the kernel is launched.
+    @staticmethod
+    def __get_mlir_types__() -> list:
+        return [_dsl_llvm.PointerType.get()]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
-        return GridConstantParam(values[0], self.spec)
+        return GridConstantParam(values[0], self.spec, host_address=True)
 
-    # TVM-FFI (`cute.compile(..., options="--enable-tvm-ffi")`): the table goes as an
-    # opaque pointer to its bytes, which the generated wrapper loads by value.
+    # TVM-FFI (`cute.compile(..., options="--enable-tvm-ffi")`): the DSL's argument
+    # converter takes a class with `_struct_type` and a class-level
+    # `__get_mlir_types__` as an opaque handle, passed (like `__c_pointers__`) as a
+    # pointer to the argument's value: here, the cell holding the table's address.
+    _struct_type = None
+
     def __tvm_ffi_opaque_ptr__(self) -> int:
-        return self.address
+        return self._c_pointers[0].value
 
     def __repr__(self) -> str:
         # The DSL derives function names (and dump file names) from argument reprs:
@@ -126,38 +137,12 @@ class GridConstantTensor:
         return f"gcdsl.GridConstantTensor({self.spec})"
 
 
-_SIZED: Dict[Tuple[int, int], type] = {}
-
-
-def _sized_class(spec: TableSpec) -> type:
-    """The `GridConstantTensor` subclass for tables of this size and alignment.
-
-    The DSL's TVM-FFI argument converter accepts a custom by-value argument only
-    as a "native struct": a class with a `_struct_type` attribute whose
-    `__get_mlir_types__()` is callable on the class. The parameter type depends
-    only on the padded size and the alignment, so one class per pair serves
-    every table of that pair; `gcdsl.GridConstantTensor` itself stays unmarked
-    (it is the annotation of host-function parameters and has no size).
-    """
-    key = (spec.padded_bytes, spec.align)
-    cls = _SIZED.get(key)
-    if cls is None:
-        size_only = TableSpec((spec.padded_bytes,), cutlass.Uint8, spec.align)
-        cls = type(GridConstantTensor.__name__, (GridConstantTensor,), {
-            "__module__": __name__,
-            "__doc__": GridConstantTensor.__doc__,
-            "_struct_type": None,  # the marker; the type is `__get_mlir_types__`'s
-            "__get_mlir_types__": staticmethod(lambda: [_dsl.table_param_type(size_only)]),
-        })
-        _SIZED[key] = cls
-    return cls
-
-
 class GridConstantParam:
     """A table inside traced code (host function or kernel): one by-value parameter."""
 
-    def __init__(self, value: Any, spec: TableSpec) -> None:
+    def __init__(self, value: Any, spec: TableSpec, host_address: bool = False) -> None:
         self.value, self.spec = value, spec
+        self.host_address = host_address  # in the host function: `value` is the table's address
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -165,6 +150,8 @@ class GridConstantParam:
         return self.spec.shape
 
     def __extract_mlir_values__(self) -> list:
+        if self.host_address:  # passed on to a kernel: the bytes, by value
+            return [_dsl_llvm.load(_dsl.table_param_type(self.spec), self.value)]
         return [self.value]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":

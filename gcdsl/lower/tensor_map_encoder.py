@@ -94,6 +94,11 @@ def check_tensor(t: Any, box: Tuple[int, ...]) -> None:
     if len(box) != t.dim() or not 1 <= len(box) <= MAX_RANK:
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"box {box} has rank {len(box)}, tensor has rank {t.dim()}",
                          hint=f"give one box extent per tensor mode (rank 1 to {MAX_RANK})")
+    if t.shape[-1] != 1 and t.stride()[-1] != 1:
+        raise GcdslError(Diag.BAD_GRID_CONSTANT,
+                         f"the innermost mode of a tensor of shape {tuple(t.shape)} has stride {t.stride()[-1]}",
+                         hint="TMA reads the last mode contiguously: make it stride 1 (.contiguous(), or "
+                         "a view that keeps the last mode contiguous)")
 
 
 _ENCODER: Optional[TiledEncoder] = None
