@@ -80,6 +80,7 @@ class TensorMapTable:
         self._versions: Tuple[int, ...] = ()
         self._pointers: Tuple[int, ...] = ()
         self._keys: List[Optional[tuple]] = []  # exact (pointer, shape, strides, dtype) per entry
+        self._data_ptr = _data_ptr_reader()
         self.encodes = 0  # descriptors encoded so far: what the cache saves shows here
 
     def placeholder(self, count: int, dtype: Any) -> GridConstantTensor:
@@ -96,7 +97,7 @@ class TensorMapTable:
             try:
                 if (all(map(operator.is_, tensors, held))
                         and tuple(map(_version, tensors)) == self._versions
-                        and tuple(map(_data_ptr, tensors)) == self._pointers):
+                        and tuple(map(self._data_ptr, tensors)) == self._pointers):
                     return self._table
             except RuntimeError:  # an inference tensor: no version counter
                 pass
@@ -115,21 +116,21 @@ class TensorMapTable:
         if self._table is None or self._table.shape[0] != len(tensors) or self._table.spec.meta.key() != meta.key():
             self._table = self.placeholder(len(tensors), dtype)
             self._keys = [None] * len(tensors)
-        keys = self._keys
+        keys, first_dtype, base = self._keys, tensors[0].dtype, self._table.address
         for i, t in enumerate(tensors):
-            key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype)
+            key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
             if keys[i] == key:
                 continue
-            if _dsl_dtype(t) is not dtype:
+            if t.dtype != first_dtype:
                 raise GcdslError(Diag.BAD_GRID_CONSTANT,
-                                 f"tensor {i} is {t.dtype}, tensor 0 is {tensors[0].dtype}",
+                                 f"tensor {i} is {t.dtype}, tensor 0 is {first_dtype}",
                                  hint="one table holds descriptors of one element type")
             keys[i] = None  # stays None if encoding fails
-            encoder.encode_into(self._table.address + i * DESCRIPTOR_BYTES, t, self.box, self.swizzle)
+            encoder.encode_into(base + i * DESCRIPTOR_BYTES, t, self.box, self.swizzle)
             keys[i] = key
             self.encodes += 1
         self._held = tuple(tensors)
-        self._pointers = tuple(map(_data_ptr, self._held))
+        self._pointers = tuple(map(self._data_ptr, self._held))
         try:
             self._versions = tuple(map(_version, self._held))
         except RuntimeError:  # inference tensors: no fast path for this table
@@ -201,7 +202,13 @@ _MLIR_ELEMENT = dict(_ELEMENTS.values())
 
 # Read through C-level `map` in the fast path: no Python frame per tensor.
 _version = operator.attrgetter("_version")
-_data_ptr = operator.methodcaller("data_ptr")
+
+
+def _data_ptr_reader():
+    """`torch.Tensor.data_ptr`, unbound: cheaper per call than a method lookup."""
+    import torch
+
+    return torch.Tensor.data_ptr
 
 
 def _dsl_dtype(t: Any) -> Any:
