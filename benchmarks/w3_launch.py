@@ -9,7 +9,9 @@ side, for N in NS:
   `@gcdsl.kernel` usage): the DSL marshals N tensors and encodes N descriptors per call;
 - ``table``: `gcdsl.TensorMapTable.encode(srcs)` (cached, nothing changed) + the call, which
   carries the N descriptors as ONE by-value parameter and builds one template atom;
-- ``table, 1 changed``: the same with one source swapped before every call (one re-encode);
+- ``table, encoded once``: the call alone, with the table encoded before the loop: what a
+  caller pays who knows its tensors did not change (the launch itself, without the check);
+- ``table, 1 changed``: the same as ``table`` with one source swapped before every call (one re-encode);
 - ``encode only``: `TensorMapTable.encode` alone, unchanged, and fully re-encoded (per descriptor);
 - ``graph replay``: the ``table`` (and ``plain``) call captured once with
   `gcdsl.launch.capture_graph`, replayed.
@@ -25,8 +27,8 @@ waited for); `end-to-end` adds the final synchronize. Median [min-max] over `rep
 repetitions. Every variant is first checked bit-exactly (output poisoned with NaN) and,
 for the changed rows, checked again after timing with the last swapped-in tensor.
 
-Targets (computed, per calling convention): ``table`` at N = 64 at most 1.5x ``table`` at
-N = 1; ``table`` at N = 1 at most 1.5x ``plain``.
+Targets (computed, per calling convention, for ``table`` and ``table, encoded once``): at
+N = 64 at most 1.5x the same row at N = 1; at N = 1 at most 1.5x ``plain``.
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ ROWS = (  # (row name, conventions it is measured with)
     ("plain", CONVENTIONS),
     ("list", CONVENTIONS),
     ("table", CONVENTIONS),
+    ("table, encoded once", CONVENTIONS),
     ("table, 1 changed", CONVENTIONS),
     ("encode only, unchanged", ("-",)),
     ("encode only, all changed, per descriptor", ("-",)),
@@ -94,7 +97,8 @@ class Problem:
         call()
         torch.cuda.synchronize()
         want = self.srcs[self.k] if want is None else want
-        return torch.equal(self.out, want)
+        # bit-exact, NaN where NaN is expected (the poison left by `plain`)
+        return torch.equal(self.out.isnan(), want.isnan()) and torch.equal(self.out.nan_to_num(0.0), want.nan_to_num(0.0))
 
 
 def _tvm_ffi_missing() -> Optional[str]:
@@ -158,6 +162,11 @@ class Calls:
                                               self.out, self.k, self.tail)
         return lambda: c(maps.encode(srcs), first, out, k, *tail)
 
+    def table_once(self):
+        c, descs, first, out, k, tail = (self.compiled["table"], self.maps.encode(self.p.srcs), self.first,
+                                         self.out, self.k, self.tail)
+        return lambda: c(descs, first, out, k, *tail)
+
     def table_changed(self):
         """Each call puts the next spare in the last slot: one descriptor re-encoded per call."""
         call, srcs, spares, last, turn = self.table(), self.p.srcs, self.p.spares, self.p.n - 1, [0]
@@ -219,7 +228,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
             compile_s = time.perf_counter() - t0
             c = Calls(p, convention, compiled)
             for row, call, want in (("plain", c.plain(), "plain"), ("list", c.list(), None),
-                                    ("table", c.table(), None), ("table, 1 changed", c.table_changed(), None)):
+                                    ("table", c.table(), None), ("table, encoded once", c.table_once(), None),
+                                    ("table, 1 changed", c.table_changed(), None)):
                 def measure(call=call, want=want, row=row):
                     expected = _plain_expected(p) if want == "plain" else None
                     if not p.check(call, expected):
@@ -293,11 +303,11 @@ def _median(results, row: str, convention: str, n: int, what: str = "enqueue_us"
 def _verdicts(report: Report, results) -> None:
     print("\nTargets (medians of host enqueue time):")
     verdicts = []
-    for convention in CONVENTIONS:
-        t1, t64 = _median(results, "table", convention, 1), _median(results, "table", convention, 64)
+    for convention, row in [(c, r) for c in CONVENTIONS for r in ("table", "table, encoded once")]:
+        t1, t64 = _median(results, row, convention, 1), _median(results, row, convention, 64)
         plain = _median(results, "plain", convention, 1)
-        for name, num, den, limit in (("table N=64 <= 1.5x table N=1", t64, t1, FLAT_LIMIT),
-                                      ("table N=1 <= 1.5x plain", t1, plain, REFERENCE_LIMIT)):
+        for name, num, den, limit in ((f"{row}: N=64 <= 1.5x N=1", t64, t1, FLAT_LIMIT),
+                                      (f"{row}: N=1 <= 1.5x plain", t1, plain, REFERENCE_LIMIT)):
             if num is None or den is None:
                 verdict = {"target": name, "convention": convention, "status": "NOT MEASURED"}
             else:
@@ -306,7 +316,7 @@ def _verdicts(report: Report, results) -> None:
                            "status": "MET" if ratio <= limit else "MISSED", "numerator_us": num, "denominator_us": den}
             verdicts.append(verdict)
             ratio_text = f"{verdict['ratio']:.2f}x ({num:.1f} / {den:.1f} us)" if "ratio" in verdict else ""
-            print(f"  {convention:<12} {name:<32} {verdict['status']:<12} {ratio_text}")
+            print(f"  {convention:<12} {name:<42} {verdict['status']:<12} {ratio_text}")
     dsl64, tvm64 = _median(results, "table", "dsl", 64), _median(results, "table", "tvm-ffi", 64)
     if dsl64 is not None and tvm64 is not None:
         faster = "tvm-ffi" if tvm64 < dsl64 else "dsl"

@@ -173,6 +173,8 @@ def test_empty_list_and_unknown_dtype_are_refused():
     assert info.value.diag is Diag.EMPTY_LIST
     with pytest.raises(GcdslError, match="no TMA element type"):
         maps.encode([torch.zeros(8, 16, dtype=torch.complex64)])
+    with pytest.raises(GcdslError, match="takes torch tensors"):
+        maps.encode([object()])
 
 
 OPS = st.lists(st.tuples(st.sampled_from(["keep", "swap", "set_", "resize_", "t_", "fill_", "reorder"]),

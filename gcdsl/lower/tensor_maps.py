@@ -212,6 +212,9 @@ def _data_ptr_reader():
 
 
 def _dsl_dtype(t: Any) -> Any:
+    if not hasattr(t, "data_ptr") or not hasattr(t, "dtype"):
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"TensorMapTable.encode takes torch tensors, got {type(t).__name__}",
+                         hint="pass the torch CUDA tensors themselves, not cute tensors made from them")
     if str(t.dtype) not in _ELEMENTS:
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"no TMA element type for {t.dtype}")
     return _ELEMENTS[str(t.dtype)][0]
