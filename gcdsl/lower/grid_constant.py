@@ -20,8 +20,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError
-from . import _dsl
-from cutlass._mlir.dialects import llvm as _dsl_llvm
+from . import _dsl, _dsl_host
 
 _NUMPY_TO_DSL = {
     np.dtype(np.int8): cutlass.Int8,
@@ -112,12 +111,11 @@ class GridConstantTensor:
     def __c_pointers__(self) -> list:
         return self._c_pointers
 
-    # The host function receives the table's address, not its bytes by value: a
-    # by-value array argument of N x 128 bytes costs the host code's LLVM compile
-    # time in proportion to N. The bytes are loaded where the kernel is launched.
+    # The host function receives the table's address, not its bytes by value (see
+    # _dsl_host): its compile time does not grow with the table.
     @staticmethod
     def __get_mlir_types__() -> list:
-        return [_dsl_llvm.PointerType.get()]
+        return [_dsl_host.address_type()]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
         return GridConstantParam(values[0], self.spec, host_address=True)
@@ -138,7 +136,8 @@ class GridConstantTensor:
 
 
 class GridConstantParam:
-    """A table inside traced code (host function or kernel): one by-value parameter."""
+    """A table inside traced code: in the host function its address, in the kernel
+    one by-value parameter (what a launch passes: the bytes loaded from the address)."""
 
     def __init__(self, value: Any, spec: TableSpec, host_address: bool = False) -> None:
         self.value, self.spec = value, spec
@@ -151,7 +150,7 @@ class GridConstantParam:
 
     def __extract_mlir_values__(self) -> list:
         if self.host_address:  # passed on to a kernel: the bytes, by value
-            return [_dsl_llvm.load(_dsl.table_param_type(self.spec), self.value)]
+            return [_dsl_host.load_table(self.spec, self.value)]
         return [self.value]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
