@@ -1,8 +1,8 @@
 """`run.py --compile-check`: compile every kernel variant with fake tensors, run nothing.
 
 Works without a GPU (run.py sets `CUTE_DSL_ARCH=sm_90a` then). Each W1/W2 variant is
-compiled at the smallest and the largest N it is benchmarked at; W3 runs W1's kernels and W4
-compiles them too; `grid_constant.py`'s four kernels as well. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
+compiled at the smallest and the largest N it is benchmarked at, and so are the W3/W4
+kernels (`launch_kernels.py`) and `grid_constant.py`'s four kernels. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
 """
 from __future__ import annotations
 
@@ -17,6 +17,31 @@ from .harness import ERROR, FAILED, OK, SKIPPED, Report, print_header, table
 
 W1_NS = (1, 200)
 W2_NS = (1, 120)
+
+
+def _fake_w1(variant: str, n: int):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.runtime import make_fake_stream
+
+    from . import kernels as K
+
+    fake = cute.runtime.make_fake_compact_tensor
+    rows, cols = K.W1_SRC_SHAPE
+    src = lambda r=rows: fake(cutlass.Float16, (r, cols), stride_order=(1, 0), assumed_align=16)  # noqa: E731
+    tasks = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
+    out = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
+    kl, st = cutlass.Int32(1), make_fake_stream()
+    if variant == "gcdsl":
+        return K.w1_gcdsl, ([src() for _ in range(n)], tasks, out, kl, st)
+    if variant == "chain":
+        return K.w1_chain, ([src() for _ in range(n)], tasks, out, kl, st)
+    if variant == "floor":
+        return K.w1_floor, (src(n * rows), tasks, out, kl, st)
+    if variant == "gmem":
+        table = fake(cutlass.Uint8, (n * K.DESC_BYTES,), assumed_align=128)
+        return K.w1_gmem, (src(), table, tasks, out, kl, st)
+    raise ValueError(variant)
 
 
 def _fake_w2(n: int):
@@ -39,13 +64,13 @@ def cases() -> List[Dict[str, Any]]:
     from cutlass.runtime import make_fake_stream
 
     from . import kernels as K
-    from .w4_compile import fake_w1_args
+    from . import launch_kernels as L
 
     out: List[Dict[str, Any]] = []
     for n in W1_NS:
         for variant in ("gcdsl", "floor", "chain", "gmem"):
-            out.append({"workload": "W1/W3/W4", "variant": variant, "n": n,
-                        "build": (lambda v=variant, n=n: fake_w1_args(v, n))})
+            out.append({"workload": "W1", "variant": variant, "n": n,
+                        "build": (lambda v=variant, n=n: _fake_w1(v, n))})
 
         def fill(n=n):
             fake = cute.runtime.make_fake_compact_tensor
@@ -53,7 +78,10 @@ def cases() -> List[Dict[str, Any]]:
             table_ = fake(cutlass.Uint8, (n * 128,), assumed_align=128)
             return K.fill_w1_load_table, (srcs, table_, make_fake_stream())
 
-        out.append({"workload": "W1/W3", "variant": "gmem table fill", "n": n, "build": fill})
+        out.append({"workload": "W1", "variant": "gmem table fill", "n": n, "build": fill})
+        for variant in ("plain", "atoms0", "list", "table"):
+            out.append({"workload": "W3/W4", "variant": variant, "n": n,
+                        "build": (lambda v=variant, n=n: L.fake_args(v, n))})
     for n in W2_NS:
         def w2(variant, n=n):
             tensors, stacked, tasks, table_, grid, st = _fake_w2(n)
