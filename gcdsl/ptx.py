@@ -25,8 +25,14 @@ class Param:
     offset: int  # byte offset in the kernel's parameter buffer (the CUDA ABI's layout)
 
     @property
-    def is_descriptor(self) -> bool:
-        return self.size == DESCRIPTOR_BYTES and self.align >= 64
+    def descriptors(self) -> int:
+        """128-byte descriptors this parameter holds: 1 for a TMA atom (`.align 64 .b8 [128]`),
+        N for a packed list or a descriptor table (`.align 128 .b8 [N * 128]`), else 0."""
+        if self.align >= 64 and self.size == DESCRIPTOR_BYTES:
+            return 1
+        if self.align >= DESCRIPTOR_BYTES and self.size % DESCRIPTOR_BYTES == 0:
+            return self.size // DESCRIPTOR_BYTES
+        return 0
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,14 @@ class Entry:
         return self.params[-1].offset + self.params[-1].size if self.params else 0
 
     def descriptor_runs(self) -> List[List[Param]]:
-        """Maximal runs of descriptor parameters that are adjacent in the buffer."""
+        """Maximal runs of descriptor-holding parameters that are adjacent in the buffer."""
         runs: List[List[Param]] = []
         for p in self.params:
-            if p.is_descriptor and runs and runs[-1][-1].offset + DESCRIPTOR_BYTES == p.offset:
+            if not p.descriptors:
+                continue
+            if runs and runs[-1][-1].offset + runs[-1][-1].size == p.offset:
                 runs[-1].append(p)
-            elif p.is_descriptor:
+            else:
                 runs.append([p])
         return runs
 
@@ -124,7 +132,7 @@ def summary(ptx: str) -> str:
         lines.append(f"kernel {entry.name[:60]}{'...' if len(entry.name) > 60 else ''}")
         lines.append(
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
-            f"descriptor arrays: {', '.join(f'{len(r)} x 128 B at +{r[0].offset}' for r in runs) or 'none'}"
+            f"descriptor arrays: {', '.join(_describe_run(r) for r in runs) or 'none'}"
         )
         lines.append(
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
@@ -134,6 +142,11 @@ def summary(ptx: str) -> str:
         if entry.traps():
             lines.append(f"  bounds checks: {entry.traps()} (trap sites), each printing its message with vprintf first")
     return "\n".join(lines)
+
+
+def _describe_run(run: List[Param]) -> str:
+    text = f"{sum(p.descriptors for p in run)} x 128 B at +{run[0].offset}"
+    return text if len(run) == 1 else f"{text} in {len(run)} parameters"
 
 
 def _local_memory(entry: Entry) -> str:

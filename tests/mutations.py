@@ -31,38 +31,19 @@ def _stride(nbytes: int) -> None:
 
     from gcdsl.lower import _dsl
 
-    descriptor_at = _dsl.descriptor_at
-    # index * nbytes == (index * nbytes / 128) * 128: the same code path, another stride
-    _dsl.descriptor_at = lambda base, index: descriptor_at(base, cutlass.Int32(index) * nbytes // _dsl.DESCRIPTOR_BYTES)
+    def descriptor_at(base, index):
+        address = base.toint() + cutlass.Int64(index) * nbytes
+        aligned = _dsl._cute_ir.assume(_dsl._cute_ir.ConstrainedIntType.get(64, 64), address.ir_value())
+        return _dsl._cute_ir.inttoptr(_dsl._descriptor_pointer_type(), aligned)
+
+    _dsl.descriptor_at = descriptor_at
 
 
 def _base_from_entry_one() -> None:
-    from gcdsl.lower import descriptors
+    from gcdsl.lower import _dsl, descriptors
 
-    descriptor_base = descriptors._dsl.descriptor_base
-
-    class Shifted:
-        def __getattr__(self, name):
-            return getattr(descriptors._dsl, name)
-
-        @staticmethod
-        def descriptor_base(atom):
-            return descriptor_base(_CURRENT_LIST[0][1] if len(_CURRENT_LIST[0]) > 1 else atom)
-
-    param_desc_ptr = descriptors.param_desc_ptr
-
-    def remembering(atoms, index):
-        _CURRENT_LIST[0] = atoms
-        return param_desc_ptr(atoms, index)
-
-    descriptors._dsl = Shifted()
-    descriptors.param_desc_ptr = remembering
-    from gcdsl.lower import runtime
-
-    runtime.param_desc_ptr = remembering
-
-
-_CURRENT_LIST: list = [None]
+    desc_ptr = descriptors.DescriptorBlob.desc_ptr
+    descriptors.DescriptorBlob.desc_ptr = lambda self, index: _dsl.descriptor_at(desc_ptr(self, 1), index)
 
 
 def _lists_swapped() -> None:

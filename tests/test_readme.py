@@ -43,7 +43,7 @@ def test_first_kernel_compiles_as_printed(tmp_path):
     with open(ptx_file) as f:
         text = f.read()
     summary = ptx.summary(text)
-    assert "8 x 128 B at +0" in summary  # 4 load + 4 store descriptors, adjacent
+    assert "10 x 128 B at +0 in 4 parameters" in summary  # per list: a template + 4 packed descriptors
     assert "2 cp.async.bulk.tensor" in summary
     import torch
 

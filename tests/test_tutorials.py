@@ -36,7 +36,7 @@ def test_tutorial_01_and_source_dump(tmp_path):
         assert "bit-exact" in proc.stdout
     else:
         assert text in proc.stdout  # the tutorial prints desugared_source: the same text
-        assert "8 x 128 B" in proc.stdout and "2 cp.async.bulk.tensor" in proc.stdout
+        assert "10 x 128 B at +0 in 4 parameters" in proc.stdout and "2 cp.async.bulk.tensor" in proc.stdout
 
 
 def test_tutorial_02_megakernel(tmp_path):

@@ -7,8 +7,9 @@ into the lists of TMA atoms is a *runtime* value:
     cute.copy(loads[k], g_src, s_tile, tma_bar_ptr=mbar)     # k = task[bidx]
 
 Plain CuTe DSL rejects `loads[k]` for a runtime `k`. Under `@gcdsl.kernel` the
-list's descriptors stay in grid-constant parameter space (N x 128 bytes) and
-`loads[k]` reads descriptor `k` straight from there.
+list's descriptors travel packed in one grid-constant parameter (N x 128 bytes,
+beside the template atom, entry 0) and `loads[k]` reads descriptor `k` straight
+from there.
 
 On a GPU this runs, verifies bit-exactly and prints the bandwidth; `--sweep`
 does so for several tensor counts and plots bandwidth against N (a PNG, where
@@ -136,8 +137,9 @@ def compile_only(args) -> bool:
     tasks = fake(cutlass.Int32, (args.tensors * 64,), assumed_align=4)
     cute.compile(batch_copy, srcs, dsts, tasks)
     show_compile(batch_copy_kernel)
-    print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors, "
-          f"{2 * args.tensors * 128} bytes of grid-constant parameters)")
+    print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors packed in two "
+          f"parameters, beside the two template atoms: {2 * (args.tensors + 1) * 128} bytes of grid-constant "
+          "parameters)")
     return True
 
 
