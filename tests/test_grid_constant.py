@@ -130,3 +130,25 @@ def test_parameter_budget_just_over_fails_before_compiling_with_the_listing():
     assert "32776 bytes" in text and "32764" in text
     assert re.search(r"table\s+32768 B", text) and re.search(r"out\s+8 B", text)
     assert info.value.location.filename == table_lookup.__file__
+
+
+def test_the_spec_fingerprint_sits_just_before_the_table():
+    """What a compiled call compares before it launches (tests/test_gpu.py refuses a mismatch)."""
+    import ctypes
+
+    import cutlass
+    import numpy as np
+
+    import gcdsl
+    from gcdsl.lower import _dsl_host
+    from gcdsl.lower.grid_constant import spec_fingerprint
+
+    a = gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32))
+    b = gcdsl.grid_constant(np.ones((10, 4), dtype=np.int32))
+    c = gcdsl.grid_constant(np.ones((12, 4), dtype=np.int32))
+    stored = [ctypes.c_uint64.from_address(t.address - _dsl_host.FINGERPRINT_OFFSET).value for t in (a, b, c)]
+    assert stored == [spec_fingerprint(t.spec) for t in (a, b, c)]
+    assert stored[0] != stored[1] and stored[0] == stored[2]  # same spec, same fingerprint
+    maps = gcdsl.TensorMapTable(box=(64, 32))
+    assert spec_fingerprint(maps.placeholder(5, cutlass.Float32).spec) != \
+        spec_fingerprint(gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32).spec)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cutlass._mlir.dialects import llvm
+import cutlass.cute as cute
+from cutlass._mlir import ir
+from cutlass._mlir.dialects import arith, cuda, llvm, scf
 
 from . import _dsl
 
@@ -20,6 +22,27 @@ def address_type() -> Any:
     return llvm.PointerType.get()
 
 
-def load_table(spec: Any, address: Any) -> Any:
-    """The table's bytes at `address`, as the kernel parameter's by-value type."""
+def load_table(spec: Any, address: Any, fingerprint: int, mismatch_message: str) -> Any:
+    """The table's bytes at `address`, as the kernel parameter's by-value type.
+
+    First the 8 bytes just before them, the fingerprint of the table's spec, are
+    compared with the one the function was compiled for: a table of another shape
+    or dtype would be read past its end or in part. On a mismatch the compiled call
+    prints `mismatch_message` and returns cudaErrorInvalidValue before launching,
+    which the DSL raises as an error.
+    """
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    header = arith.subi(llvm.ptrtoint(i64, address), arith.constant(i64, FINGERPRINT_OFFSET))
+    stored = llvm.load(i64, llvm.inttoptr(llvm.PointerType.get(), header), alignment=1)
+    differs = arith.cmpi(arith.CmpIPredicate.ne, stored, arith.constant(i64, fingerprint))
+    branch = scf.IfOp(differs)
+    with ir.InsertionPoint(branch.then_block):
+        cute.printf(mismatch_message)
+        scf.YieldOp([])
+    error = arith.select(differs, arith.constant(i32, _CUDA_ERROR_INVALID_VALUE), arith.constant(i32, 0))
+    cuda.return_if_error([error])
     return llvm.load(_dsl.table_param_type(spec), address)
+
+
+FINGERPRINT_OFFSET = 16  # the spec's fingerprint sits this many bytes before a table's data
+_CUDA_ERROR_INVALID_VALUE = 1

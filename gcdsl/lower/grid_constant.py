@@ -15,6 +15,7 @@ never a chain of selects.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 from typing import Any, Sequence, Tuple
 
@@ -59,6 +60,12 @@ class TableSpec:
         return f"GridConstant_{self.dtype.__name__}_{'x'.join(map(str, self.shape))}_a{self.align}{meta}"
 
 
+def spec_fingerprint(spec: TableSpec) -> int:
+    """63 bits that differ between tables a compiled function cannot take in each other's place."""
+    digest = hashlib.blake2b(str(spec).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 class GridConstantTensor:
     """Host-side table for an `Annotated[cute.Tensor, gcdsl.GridConstant]` kernel parameter.
 
@@ -68,7 +75,7 @@ class GridConstantTensor:
     """
 
     @located_at_caller
-    def __init__(self, data: Any, *, dtype: Any = None, align: int = 16) -> None:
+    def __init__(self, data: Any, *, dtype: Any = None, align: int = 16, meta: Any = None) -> None:
         array = _host_array(data, dtype)
         if align not in (4, 8, 16, 32, 64, 128) or align < array.itemsize:
             raise GcdslError(
@@ -76,12 +83,16 @@ class GridConstantTensor:
                 f"alignment {align} is not supported for {array.dtype} tables",
                 hint="use a power of two from the element size up to 128",
             )
-        self.spec = TableSpec(tuple(array.shape), _NUMPY_TO_DSL[array.dtype], align)
+        self.spec = TableSpec(tuple(array.shape), _NUMPY_TO_DSL[array.dtype], align, meta)
         # The host code of the compiled function reads the table with the alignment
-        # of its parameter type, so the bytes live at that alignment here too.
-        self._storage = np.zeros(self.spec.padded_bytes + align, dtype=np.uint8)
-        offset = (-self._storage.ctypes.data) % align
+        # of its parameter type, so the bytes live at that alignment here too; just
+        # before them, the spec's fingerprint, which a compiled call checks.
+        header = _dsl_host.FINGERPRINT_OFFSET
+        self._storage = np.zeros(header + self.spec.padded_bytes + align, dtype=np.uint8)
+        offset = header + (-(self._storage.ctypes.data + header)) % align
         self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
+        self._storage[offset - header:offset - header + 8] = np.frombuffer(
+            np.uint64(spec_fingerprint(self.spec)).tobytes(), dtype=np.uint8)
         self.address = self._bytes.ctypes.data  # fixed for the table's life: updates are in place
         # The compiled host function takes the table's address (see `__get_mlir_types__`):
         # a launch passes a pointer to a cell holding it.
@@ -156,7 +167,10 @@ class GridConstantParam:
 
     def __extract_mlir_values__(self) -> list:
         if self.host_address:  # passed on to a kernel: the bytes, by value
-            return [_dsl_host.load_table(self.spec, self.value)]
+            message = (f"gcdsl: a grid-constant table passed to this compiled function is not the "
+                       f"{self.spec} it was compiled for (another shape, dtype or descriptor box); "
+                       f"use update() on the table it was compiled with, or compile again\n")
+            return [_dsl_host.load_table(self.spec, self.value, spec_fingerprint(self.spec), message)]
         return [self.value]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":

@@ -88,9 +88,8 @@ class TensorMapTable:
     def placeholder(self, count: int, dtype: Any) -> GridConstantTensor:
         """A zero-filled table of the right spec: enough to compile ahead of time,
         without GPU tensors. Never launch with it."""
-        table = GridConstantTensor(np.zeros((count, DESCRIPTOR_BYTES), dtype=np.uint8), align=128)
-        table.spec.meta = DescriptorMeta(dtype, self.box, self.swizzle)
-        return table
+        return GridConstantTensor(np.zeros((count, DESCRIPTOR_BYTES), dtype=np.uint8), align=128,
+                                  meta=DescriptorMeta(dtype, self.box, self.swizzle))
 
     @located_at_caller
     def encode(self, tensors: Sequence[Any]) -> GridConstantTensor:
