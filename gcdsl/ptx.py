@@ -70,8 +70,8 @@ class Entry:
 def entries(ptx: str) -> Dict[str, Entry]:
     """Every `.entry` (kernel) in `ptx`, with its parameters laid out as the ABI does."""
     found: Dict[str, Entry] = {}
-    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{(.*?)\n\}", ptx, re.S):
-        name, params_text, body = m.group(1), m.group(2), m.group(4)
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{", ptx, re.S):
+        name, params_text, body = m.group(1), m.group(2), _body(ptx, m.end())
         params: List[Param] = []
         offset = 0
         for pm in _PARAM.finditer(params_text):
@@ -83,6 +83,23 @@ def entries(ptx: str) -> Dict[str, Entry]:
             offset += size
         found[name] = Entry(name, params, body)
     return found
+
+
+def _body(ptx: str, start: int) -> str:
+    """The kernel body from `start` (just past its opening brace) to its closing brace.
+
+    Braces are counted: inline-asm blocks (`{ .reg .pred p; ... }`) and vector
+    operands (`{%r1, %r2}`) nest inside the body.
+    """
+    depth = 1
+    for i in range(start, len(ptx)):
+        if ptx[i] == "{":
+            depth += 1
+        elif ptx[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return ptx[start:i]
+    return ptx[start:]
 
 
 def single_entry(ptx: str) -> Entry:
