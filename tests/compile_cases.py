@@ -100,7 +100,42 @@ def _grouped(groups):
     return build
 
 
+def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168):
+    def build():
+        import numpy as np
+
+        import cutlass
+        import cutlass.cute as cute
+        import gcdsl
+        from gcdsl.ops import hopper_grouped_gemm as hgg
+
+        ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
+        gemm = hgg.HopperGroupedGemm(ab_dtype, c_dtype, groups, n, k, tile_n)
+        ptr = lambda dt: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
+        descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(c_dtype)).placeholder(groups, c_dtype)
+        sched = gcdsl.grid_constant(np.zeros((groups, hgg.SCHED_COLUMNS), dtype=np.int32))
+        return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), cutlass.Int32(1), descs, sched,
+                      cutlass.Int32(1), cute.runtime.make_fake_stream())
+
+    return build
+
+
+GROUPED_GEMM_CASES = {
+    "grouped_gemm_bf16_t256_g8": _grouped_gemm("BFloat16", "BFloat16", 8, 256),
+    "grouped_gemm_fp16_t128_f32_g64": _grouped_gemm("Float16", "Float32", 64, 128, n=2048, k=7168),
+    "grouped_gemm_fp16_t256_f16_g128": _grouped_gemm("Float16", "Float16", 128, 256, n=7168, k=2048),
+}
+
+
+def _grouped_gemm_max_groups():
+    from gcdsl.ops import MAX_GROUPS
+
+    return _grouped_gemm("BFloat16", "BFloat16", MAX_GROUPS, 256)()
+
+
 CASES = {
+    **GROUPED_GEMM_CASES,
+    "grouped_gemm_max_groups": _grouped_gemm_max_groups,
     "grouped_n40": _grouped(40),
     "multicast": _multicast,
     "bounds_checked": _checked,

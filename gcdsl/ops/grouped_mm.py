@@ -128,14 +128,10 @@ def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) ->
         _fail(f"{groups} groups; this kernel supports 1 to {MAX_GROUPS}", param="b",
               hint=f"each group's output descriptor (128 B) and scheduler row live in the kernel's "
               f"{PARAM_LIMIT}-byte parameter space; split larger problems into several calls")
-    if a.device.type != "cuda" or b.device != a.device:
-        _fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
-    if offs.device.type != "cpu" and offs.device != a.device:
-        _fail(f"offs is on {offs.device}; keep it on the CPU or on a's device ({a.device})", param="offs")
-    if a.stride() != (k, 1) and m > 1:
+    if not _strides_match(a, (k, 1)):
         _fail(f"a has strides {a.stride()}; it must be row-major (contiguous)", param="a",
               hint="pass a.contiguous()")
-    if b.stride() != (n * k, 1, k):
+    if not _strides_match(b, (n * k, 1, k)):
         _fail(f"b has strides {b.stride()}; expected {(n * k, 1, k)}, the transpose of a contiguous "
               f"(G, N, K) tensor", param="b",
               hint="keep expert weights as a contiguous (G, N, K) tensor w and pass w.transpose(-2, -1)")
@@ -148,7 +144,16 @@ def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) ->
               hint="pass tensors that start at their allocation, or .clone() them")
     if n * k >= 2**31:
         _fail(f"N x K = {n * k} elements per group; this kernel needs fewer than 2**31", param="b")
+    if a.device.type != "cuda" or b.device != a.device:
+        _fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
+    if offs.device.type != "cpu" and offs.device != a.device:
+        _fail(f"offs is on {offs.device}; keep it on the CPU or on a's device ({a.device})", param="offs")
     return out_dtype
+
+
+def _strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
+    """The strides TMA will be told, ignoring modes of extent 1 (any stride serves them)."""
+    return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
 
 
 def _host_offsets(offs: torch.Tensor, m: int) -> List[int]:

@@ -103,22 +103,18 @@ class HopperGroupedGemm:
         self.tile_mnk = (TILE_M, tile_n, TILE_K)
         self.n_tiles = -(-n // tile_n)
         self.k_tiles = -(-k // TILE_K)
-        # Two stages of output sub-tiles for fp32 (16 KiB each), four for 16-bit (8 KiB).
+        # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
         self.epi_stages = 4 if c_dtype.width == 16 else 2
-        self.stages = self.ab_stages(ab_dtype, c_dtype, tile_n)
-
-    @staticmethod
-    def ab_stages(ab_dtype, c_dtype, tile_n: int) -> int:
-        """A+B stages that fit in shared memory beside the output sub-tiles."""
-        stage_bytes = (TILE_M + tile_n) * TILE_K * ab_dtype.width // 8
-        epi_bytes = EPI_TILE[0] * EPI_TILE[1] * c_dtype.width // 8 * (4 if c_dtype.width == 16 else 2)
-        budget = get_smem_capacity_in_bytes("sm_90") - epi_bytes - BARRIER_BYTES
-        return min(MAX_STAGES, budget // stage_bytes)
+        self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * c_dtype.width // 8 * self.epi_stages
+        # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
+        self.stage_bytes = (TILE_M + tile_n) * TILE_K * ab_dtype.width // 8
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - BARRIER_BYTES
+        self.stages = min(MAX_STAGES, budget // self.stage_bytes)
 
     @property
-    def stage_bytes(self) -> int:
-        """Bytes TMA writes into one stage (A tile + B tile): the mbarrier's transaction count."""
-        return (TILE_M + self.tile_mnk[1]) * TILE_K * self.ab_dtype.width // 8
+    def smem_bytes(self) -> int:
+        """Shared memory of one CTA: barriers (padded to 1 KiB), the A/B ring, the output sub-tiles."""
+        return BARRIER_BYTES + self.stages * self.stage_bytes + self.epi_bytes
 
     @cute.jit
     def __call__(
