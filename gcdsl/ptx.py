@@ -110,7 +110,7 @@ def single_entry(ptx: str) -> Entry:
 
 
 def summary(ptx: str) -> str:
-    """A few lines a person can read: parameter space and TMA instructions per kernel."""
+    """A few lines a person can read: parameter space, TMA and WGMMA instructions per kernel."""
     lines = []
     for entry in entries(ptx).values():
         runs = entry.descriptor_runs()
@@ -119,9 +119,13 @@ def summary(ptx: str) -> str:
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
             f"descriptor arrays: {', '.join(f'{len(r)} x 128 B at +{r[0].offset}' for r in runs) or 'none'}"
         )
+        tables = [p for p in entry.params if p.size > 8 and not p.is_descriptor]
+        if tables:
+            lines.append("  tables: " + ", ".join(f"{p.size} B at +{p.offset} (align {p.align})" for p in tables))
         lines.append(
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
             f"{entry.count('cvta.param')} cvta.param, "
+            f"WGMMA: {entry.count('wgmma.mma_async')} wgmma.mma_async, "
             f"local memory: {'yes' if entry.uses_local_memory() else 'none'}"
         )
     return "\n".join(lines)

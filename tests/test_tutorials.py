@@ -39,3 +39,18 @@ def test_tutorial_02_megakernel():
         assert "tasks = __gcdsl__.grid_constant_tensor(tasks" in proc.stdout
         assert "64 x 128 B" in proc.stdout  # 32 load + 32 store descriptors, adjacent
         assert "2 cp.async.bulk.tensor" in proc.stdout
+
+
+def test_tutorial_03_grouped_gemm():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "GCDSL_"))}
+    proc = subprocess.run(
+        [sys.executable, "tutorials/03_grouped_gemm.py", "--experts", "16"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    if has_gpu():
+        assert "verify against float32: PASS" in proc.stdout and "torch us" in proc.stdout
+    else:
+        assert "c_descs = __gcdsl__.grid_constant_tensor(c_descs" in proc.stdout
+        assert "tables: 2048 B at +640 (align 128)" in proc.stdout  # 16 store descriptors
+        assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
