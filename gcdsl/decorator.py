@@ -6,6 +6,7 @@ import linecache
 import os
 import sys
 import traceback
+import types
 from typing import Any, Callable, Dict, Optional
 
 from . import frontend
@@ -26,7 +27,8 @@ class Kernel:
     traces and compiles.
     """
 
-    def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None) -> None:
+    def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None, binding: str = "function") -> None:
+        self._binding = binding  # "function", "static" or "class": how attribute access binds it
         if check_bounds is None:
             check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
         self.check_bounds = check_bounds
@@ -77,8 +79,11 @@ class Kernel:
                 check_descriptor_list(bound.arguments[name], param=name, location=location)
             elif param.kind is ParamKind.TENSOR_LIST:
                 bound.arguments[name] = lower_tensor_list(bound.arguments[name], param=name, location=location)
-        bound.apply_defaults()
-        param_budget.check(bound.arguments, kernel=self.__name__,
+        # Defaults are sized for the budget but not passed: the DSL names kernels after
+        # the arguments it is given, as under `@cute.kernel`.
+        with_defaults = inspect.BoundArguments(self._signature, bound.arguments.copy())
+        with_defaults.apply_defaults()
+        param_budget.check(with_defaults.arguments, kernel=self.__name__,
                            location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
@@ -110,6 +115,20 @@ class Kernel:
             name = f"{self.__name__}.{os.path.basename(where.filename)}.{where.tree.lineno}.py"
             with open(os.path.join(dump_dir, name), "w") as f:
                 f.write(self.desugared_source)
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        """Bind like the function `cute.kernel` returns: `self.kernel(...)` passes `self`."""
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, owner if owner is not None else type(instance))
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __getattr__(self, name: str) -> Any:
+        # What `cute.kernel` returns has an API of its own (`set_name_prefix`, ...): pass it through.
+        if name.startswith("__") or "_cute_kernel" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._cute_kernel, name)
 
     def __repr__(self) -> str:
         return f"<gcdsl.kernel {self.__qualname__}>"
@@ -148,7 +167,10 @@ def kernel(func: Optional[Callable] = None, *, check_bounds: Optional[bool] = No
     traps); `GCDSL_CHECK_BOUNDS=1` turns it on for kernels that do not say.
     """
     if func is None:
-        return lambda f: Kernel(f, check_bounds=check_bounds)
+        return lambda f: kernel(f, check_bounds=check_bounds)
+    if isinstance(func, (staticmethod, classmethod)):  # `@gcdsl.kernel` above `@staticmethod`
+        binding = "static" if isinstance(func, staticmethod) else "class"
+        return Kernel(func.__func__, check_bounds=check_bounds, binding=binding)
     if not callable(func):
         raise GcdslError(
             Diag.UNSUPPORTED_DECORATOR,
