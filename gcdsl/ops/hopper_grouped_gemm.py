@@ -165,8 +165,8 @@ class HopperGroupedGemm:
 
         self.shared_storage = SharedStorage
 
-        HopperGroupedGemm.kernel(
-            self, tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
+        self.kernel(
+            tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
             c_descs, sched, a_smem, b_smem, c_smem,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, stream=stream)
 
