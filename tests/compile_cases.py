@@ -100,7 +100,7 @@ def _grouped(groups):
     return build
 
 
-def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168):
+def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1):
     def build():
         import numpy as np
 
@@ -110,12 +110,12 @@ def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168):
         from gcdsl.ops import hopper_grouped_gemm as hgg
 
         ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
-        gemm = hgg.HopperGroupedGemm(ab_dtype, c_dtype, groups, n, k, tile_n)
+        gemm = hgg.HopperGroupedGemm(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m)
         ptr = lambda dt: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
         descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(c_dtype)).placeholder(groups, c_dtype)
         sched = gcdsl.grid_constant(np.zeros((groups, hgg.SCHED_COLUMNS), dtype=np.int32))
         return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), cutlass.Int32(1), descs, sched,
-                      cutlass.Int32(1), cute.runtime.make_fake_stream())
+                      cutlass.Int32(cluster_m), cute.runtime.make_fake_stream())
 
     return build
 
@@ -124,6 +124,9 @@ GROUPED_GEMM_CASES = {
     "grouped_gemm_bf16_t256_g8": _grouped_gemm("BFloat16", "BFloat16", 8, 256),
     "grouped_gemm_fp16_t128_f32_g64": _grouped_gemm("Float16", "Float32", 64, 128, n=2048, k=7168),
     "grouped_gemm_fp16_t256_f16_g128": _grouped_gemm("Float16", "Float16", 128, 256, n=7168, k=2048),
+    "grouped_gemm_bf16_t256_g8_pairs": _grouped_gemm("BFloat16", "BFloat16", 8, 256, cluster_m=2),
+    "grouped_gemm_bf16_t128_f32_g16_pairs": _grouped_gemm("BFloat16", "Float32", 16, 128, n=4096, k=4096,
+                                                          cluster_m=2),
 }
 
 

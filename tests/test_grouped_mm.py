@@ -52,11 +52,11 @@ def rel_err(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_poisoned(a, b, ends, out_dtype=None):
+def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None):
     from gcdsl.ops.grouped_mm import grouped_mm_into
 
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype or a.dtype)
-    grouped_mm_into(a, b, ends, out)
+    grouped_mm_into(a, b, ends, out, cluster_m=cluster_m)
     torch.cuda.synchronize()
     return out
 
@@ -72,10 +72,11 @@ def check(out, a, b, ends, tol=1e-2):
 
 @pytest.mark.parametrize("groups", [1, 8, 64, 128])
 @pytest.mark.parametrize("n, k", [(392, 200), (328, 1000)])  # 128x256 and 128x128 tiles; K % 64 != 0
-def test_ragged_groups_against_fp32_and_torch(groups, n, k):
+@pytest.mark.parametrize("cluster_m", [1, 2])  # single CTAs; pairs sharing B by multicast
+def test_ragged_groups_against_fp32_and_torch(groups, n, k, cluster_m):
     rows = ragged_rows(groups, seed=groups)
     a, b, ends = make_problem(rows, n, k)
-    out = run_poisoned(a, b, ends)
+    out = run_poisoned(a, b, ends, cluster_m=cluster_m)
     check(out, a, b, ends)
     theirs = torch._grouped_mm(a, b, offs=ends.cuda())
     end = int(ends[-1])
@@ -86,10 +87,19 @@ def test_ragged_groups_against_fp32_and_torch(groups, n, k):
     (torch.float16, None), (torch.float16, torch.float32), (torch.bfloat16, torch.float32),
     (torch.bfloat16, torch.float16), (torch.float16, torch.bfloat16),
 ])
-def test_input_and_output_dtypes(ab, out_dtype):
+@pytest.mark.parametrize("cluster_m", [1, 2])
+def test_input_and_output_dtypes(ab, out_dtype, cluster_m):
     rows = ragged_rows(8, seed=3)
     a, b, ends = make_problem(rows, 256, 4096, dtype=ab)  # many k-tiles: the ring wraps many times
-    check(run_poisoned(a, b, ends, out_dtype), a, b, ends)
+    check(run_poisoned(a, b, ends, out_dtype, cluster_m), a, b, ends)
+
+
+def test_persistent_ctas_walk_many_tiles_in_pairs():
+    """More tiles than CTAs (each CTA or pair takes several, across groups), long K."""
+    rows = [2000, 0, 1500, 700, 129, 2048, 1]
+    a, b, ends = make_problem(rows, 1024, 2048)
+    for cluster_m in (1, 2):
+        check(run_poisoned(a, b, ends, cluster_m=cluster_m), a, b, ends)
 
 
 def test_public_op_allocates_and_accepts_cuda_offsets():

@@ -77,13 +77,25 @@ def test_epilogue_sub_tiles_and_warpgroup_rows(c_name, tile_n):
 
 
 def test_schedule_table_and_views():
-    out = torch.zeros(300, 16)
-    ends = [100, 100, 229, 300]  # group 1 is empty
-    sched, views = gm.schedule(ends, n=512, tile_n=256, out=out)
-    # tiles: ceil(rows / 128) x ceil(512 / 256)
-    assert sched.tolist() == [[2, 0, 100], [2, 100, 0], [6, 100, 129], [8, 229, 71]]
-    assert [tuple(v.shape) for v in views] == [(100, 16), (1, 16), (129, 16), (71, 16)]
+    ends = [100, 100, 229, 300, 812]  # group 1 is empty
+    # cluster tiles: ceil(rows / (128 x cluster_m)) x ceil(512 / 256)
+    assert gm.schedule(ends, n=512, tile_n=256).tolist() == \
+        [[2, 0, 100], [2, 100, 0], [6, 100, 129], [8, 229, 71], [16, 300, 512]]
+    assert gm.schedule(ends, n=512, tile_n=256, cluster_m=2).tolist() == \
+        [[2, 0, 100], [2, 100, 0], [4, 100, 129], [6, 229, 71], [10, 300, 512]]
+    out = torch.zeros(812, 16)
+    views = gm.output_views(ends, out)
+    assert [tuple(v.shape) for v in views] == [(100, 16), (1, 16), (129, 16), (71, 16), (512, 16)]
     assert views[2].data_ptr() == out[100].data_ptr()
+
+
+def test_pairs_only_when_few_m_tiles_would_idle():
+    assert gm.pick_cluster_m([2048] * 8) == 2  # 16 M-tiles per group
+    assert gm.pick_cluster_m([256] * 8) == 2
+    assert gm.pick_cluster_m([64] * 64) == 1  # one M-tile per group: half the pair idle
+    assert gm.pick_cluster_m([100, 37, 256, 512, 64, 300, 8, 129, 77, 400, 250, 33, 190, 64, 480, 16]) == 1
+    assert gm.pick_cluster_m([0, 0]) == 1
+    assert gm.pick_cluster_m([2048] * 20 + [100]) == 2  # one idle M-tile in 322
 
 
 def test_tile_heuristic_depends_on_n_only():

@@ -17,9 +17,16 @@ from gcdsl.ops.grouped_mm import MAX_GROUPS, param_bytes
 from tests.compile_cases import GROUPED_GEMM_CASES
 
 CASES = tuple(GROUPED_GEMM_CASES) + ("grouped_gemm_max_groups",)
-GROUPS = {"grouped_gemm_bf16_t256_g8": 8, "grouped_gemm_fp16_t128_f32_g64": 64,
-          "grouped_gemm_fp16_t256_f16_g128": 128, "grouped_gemm_max_groups": MAX_GROUPS}
-TILE_N = {"grouped_gemm_fp16_t128_f32_g64": 128}
+PAIRS = tuple(c for c in CASES if c.endswith("_pairs"))
+
+
+def _groups(case):
+    return MAX_GROUPS if case == "grouped_gemm_max_groups" else int(re.search(r"_g(\d+)", case).group(1))
+
+
+def _tile_n(case):
+    found = re.search(r"_t(\d+)_", case)
+    return int(found.group(1)) if found else 256
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +41,7 @@ def _entry(compiled, case):
 @pytest.mark.parametrize("case", CASES)
 def test_store_descriptors_are_one_table_in_param_space(compiled, case):
     entry = _entry(compiled, case)
-    groups = GROUPS[case]
+    groups = _groups(case)
     tables = [p for p in entry.params if p.size == groups * 128 and p.align == 128]
     assert len(tables) == 1, entry.params
     assert entry.param_bytes == param_bytes(groups) <= 32764
@@ -44,7 +51,7 @@ def test_store_descriptors_are_one_table_in_param_space(compiled, case):
 def test_every_tma_store_takes_its_descriptor_from_the_table(compiled, case):
     entry = _entry(compiled, case)
     stores = [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
-    assert len(stores) == TILE_N.get(case, 256) // 32
+    assert len(stores) == _tile_n(case) // 32
     for store in stores:
         desc = re.search(r"\[(%rd\d+),\s*\{", store).group(1)
         chain = _trace_back(entry, desc)
@@ -66,9 +73,21 @@ def test_no_descriptor_modification_no_global_loads_no_local_memory(compiled, ca
 def test_instruction_counts(compiled, case):
     entry = _entry(compiled, case)
     assert entry.count("wgmma.mma_async") == 8
-    loads = [i for i in entry.instructions("cp.async.bulk.tensor") if ".shared::cta.global" in i]
+    loads = _loads(entry)
     assert len(loads) == 2  # A (2-D) and B (3-D: the group is a coordinate)
     assert sum(".3d." in i for i in loads) == 1
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pairs_multicast_b_and_release_both_ctas(compiled, case):
+    entry = _entry(compiled, case)
+    multicast = [i for i in _loads(entry) if "multicast::cluster" in i]
+    remote_arrives = [i for i in entry.instructions("mbarrier.arrive") if "shared::cluster" in i]
+    if case in PAIRS:
+        assert len(multicast) == 1 and ".3d." in multicast[0]  # B only; A stays per CTA
+        assert remote_arrives and entry.count("barrier.cluster.wait") == 1
+    else:
+        assert not multicast and not remote_arrives and entry.count("barrier.cluster") == 0
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -100,6 +119,12 @@ def test_sm100a_is_refused_because_wgmma_is_sm90a_only(tmp_path):
     )
     assert proc.returncode != 0
     assert "expects arch to be sm_90a" in proc.stdout + proc.stderr
+
+
+def _loads(entry: ptx.Entry):
+    """TMA loads (global -> shared), as opposed to the stores (shared -> global)."""
+    return [i for i in entry.instructions("cp.async.bulk.tensor")
+            if re.match(r"cp\.async\.bulk\.tensor\.\dd\.shared::(cta|cluster)\.global", i)]
 
 
 def _trace_back(entry: ptx.Entry, register: str, depth: int = 5) -> str:

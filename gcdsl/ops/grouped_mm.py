@@ -14,14 +14,17 @@ TMA descriptor, encoded on the host from `offs`, so the host needs the values
 of `offs`: a CUDA `offs` is copied to the host (`.cpu()`, which waits for the
 work queued before it); pass a CPU `offs` to avoid that wait.
 
-One kernel is compiled per (dtypes, G, N, K, tile): the total M and `offs` are
-runtime values, so new offsets or new data never recompile. Registered as the
-custom op `gcdsl::grouped_mm` (with a fake implementation), so it composes with
-`torch.compile`.
+Per (dtypes, G, N, K, tile) two kernels are compiled together, once: CTAs alone
+and CTAs in pairs (a 2x1 cluster: two M-tiles of a group share each B tile by TMA
+multicast). The total M and `offs` are runtime values, so new offsets or new data
+never recompile. Registered as the custom op `gcdsl::grouped_mm` (with a fake
+implementation), so it composes with `torch.compile`.
 
-Tile heuristic (depends only on N, so it never causes a recompile): 128x256
-output tiles, unless N <= 128 or the last 256-wide tile would be at most half
-full (N mod 256 in 1..128), in which case 128x128.
+Heuristics. Tile (from N only): 128x256, unless N <= 128 or the last 256-wide tile
+would be at most half full (N mod 256 in 1..128): 128x128. Cluster (from `offs`,
+per call, both compiled): pairs when at most 5% of the paired M-tiles would be idle
+(a group with an odd number of M-tiles leaves one CTA of its last pair idle), else
+single CTAs.
 """
 from __future__ import annotations
 
@@ -84,8 +87,13 @@ def _grouped_mm_impl(a, b, offs, out_dtype):
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor,
-                    *, checked: bool = False) -> torch.Tensor:
-    """Like `grouped_mm`, into a given (M, N) row-major `out` (tests poison it first)."""
+                    *, checked: bool = False, tile_n: Optional[int] = None,
+                    cluster_m: Optional[int] = None) -> torch.Tensor:
+    """Like `grouped_mm`, into a given (M, N) row-major `out` (tests poison it first).
+
+    `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics; the tests
+    and the benchmark use them to run every variant.
+    """
     if not checked:
         check_inputs(a, b, offs, out.dtype)
         if out.shape != (a.shape[0], b.shape[2]) or out.stride() != (b.shape[2], 1) or out.device != a.device:
@@ -94,8 +102,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: t
     ends = _host_offsets(offs, a.shape[0])
     if a.shape[0] == 0 or ends[-1] == 0:
         return out  # nothing to compute
-    plan = _plan_for(a.dtype, out.dtype, b.shape[0], b.shape[2], b.shape[1], a.device)
-    plan.launch(a, b, ends, out)
+    plan = _plan_for(a.dtype, out.dtype, b.shape[0], b.shape[2], b.shape[1], a.device, tile_n)
+    plan.launch(a, b, ends, out, cluster_m)
     return out
 
 
@@ -195,16 +203,58 @@ def pick_tile_n(n: int) -> int:
     return 128 if n <= 128 or 0 < n % 256 <= 128 else 256
 
 
-class _Plan:
-    """A compiled configuration with its descriptor table and scheduler table.
+def pick_cluster_m(rows: List[int]) -> int:
+    """2 (pairs of CTAs on two M-tiles of a group, sharing each B tile by multicast) when
+    at most 5% of the pairs' M-tiles would be idle (groups of an odd number of M-tiles
+    leave one idle); else 1. Both kernels are compiled together: no recompile either way.
+    """
+    m_tiles = [-(-r // 128) for r in rows]
+    slots = sum(2 * -(-t // 2) for t in m_tiles)
+    return 2 if slots and sum(m_tiles) >= 0.95 * slots else 1
 
-    Both tables are updated in place between launches (same shape: no recompile);
-    when `offs` and the output's address are unchanged from the last call, neither
-    is touched at all.
+
+class _Kernel:
+    """One compiled cluster size of a configuration, with its scheduler table."""
+
+    def __init__(self, plan: "_Plan", cluster_m: int, hgg: Any) -> None:
+        import cutlass
+        import cutlass.cute as cute
+        import cutlass.utils
+
+        import gcdsl
+
+        self.cluster_m = cluster_m
+        self.gemm = hgg.HopperGroupedGemm(plan.ab, plan.c, plan.groups, plan.n, plan.k, plan.tile_n, cluster_m)
+        self.sched = gcdsl.grid_constant(np.zeros((plan.groups, hgg.SCHED_COLUMNS), dtype=np.int32))
+        self.max_clusters = cutlass.utils.HardwareInfo(plan.device.index or 0).get_max_active_clusters(cluster_m)
+        self.last_ends: Optional[Tuple] = None
+        self.total = 0  # cluster tiles
+        self.compiled = cute.compile(
+            self.gemm, plan.ptr(plan.ab, 0), plan.ptr(plan.ab, 0), plan.ptr(plan.c, 0), cutlass.Int32(1),
+            plan.table, self.sched, cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
+        )
+
+    def update(self, ends: Tuple[int, ...], tile_n: int, n: int) -> None:
+        if ends != self.last_ends:
+            table = schedule(list(ends), n, tile_n, self.cluster_m)
+            self.sched.update(table)
+            self.total = int(table[-1, 0])
+            self.last_ends = ends
+
+    @property
+    def num_ctas(self) -> int:
+        return self.cluster_m * min(self.total, self.max_clusters)
+
+
+class _Plan:
+    """A configuration: its compiled kernels (cluster sizes 1 and 2) and its descriptor table.
+
+    Tables are updated in place between launches (same shape: no recompile); when `offs`
+    and the output's address are unchanged from the last call, nothing is re-encoded.
     """
 
     def __init__(self, ab_dtype: torch.dtype, out_dtype: torch.dtype, groups: int, n: int, k: int,
-                 device: torch.device) -> None:
+                 device: torch.device, tile_n: int) -> None:
         import cutlass
         import cutlass.cute as cute
 
@@ -213,69 +263,74 @@ class _Plan:
 
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
         self.ab, self.c = to_dsl[ab_dtype], to_dsl[out_dtype]
-        self.tile_n = pick_tile_n(n)
-        self.gemm = hgg.HopperGroupedGemm(self.ab, self.c, groups, n, k, self.tile_n)
-        self.groups, self.n = groups, n
-        self.sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-        self.descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(self.c))
-        self.sched = gcdsl.grid_constant(np.zeros((groups, hgg.SCHED_COLUMNS), dtype=np.int32))
+        self.groups, self.n, self.k, self.tile_n, self.device = groups, n, k, tile_n, device
         self._cute, self._cutlass = cute, cutlass
+        self.descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(self.c))
+        self.table = self.descs.placeholder(groups, self.c)
         self._last: Optional[Tuple] = None
-        self._table = self.descs.placeholder(groups, self.c)
-        self.compiled = cute.compile(
-            self.gemm, self._ptr(self.ab, 0), self._ptr(self.ab, 0), self._ptr(self.c, 0), cutlass.Int32(1),
-            self._table, self.sched, cutlass.Int32(1), cute.runtime.make_fake_stream(),
-        )
+        self.kernels = {m: _Kernel(self, m, hgg) for m in (1, 2)}
 
-    def _ptr(self, dtype: Any, address: int) -> Any:
+    def ptr(self, dtype: Any, address: int) -> Any:
         return self._cute.runtime.make_ptr(dtype, address, self._cute.AddressSpace.gmem, assumed_align=16)
 
-    def launch(self, a: torch.Tensor, b: torch.Tensor, ends: List[int], out: torch.Tensor) -> None:
+    def launch(self, a: torch.Tensor, b: torch.Tensor, ends: List[int], out: torch.Tensor,
+               cluster_m: Optional[int] = None) -> None:
         import cuda.bindings.driver as cuda
 
         key = (out.data_ptr(), tuple(ends))
         if key != self._last:
-            sched, views = schedule(ends, self.n, self.tile_n, out)
-            self._table = self.descs.encode(views)
-            self.sched.update(sched)
-            self._total_tiles = int(sched[-1, 0])
+            self.table = self.descs.encode(output_views(ends, out))
+            starts = [0] + list(ends[:-1])
+            self._cluster = pick_cluster_m([e - s for s, e in zip(starts, ends)])
             self._last = key
-        if self._total_tiles == 0:
+        kernel = self.kernels[cluster_m or self._cluster]
+        kernel.update(key[1], self.tile_n, self.n)
+        if kernel.total == 0:
             return
         Int32 = self._cutlass.Int32
-        self.compiled(
-            self._ptr(self.ab, a.data_ptr()), self._ptr(self.ab, b.data_ptr()), self._ptr(self.c, out.data_ptr()),
-            Int32(a.shape[0]), self._table, self.sched, Int32(min(self._total_tiles, self.sm_count)),
+        kernel.compiled(
+            self.ptr(self.ab, a.data_ptr()), self.ptr(self.ab, b.data_ptr()), self.ptr(self.c, out.data_ptr()),
+            Int32(a.shape[0]), self.table, kernel.sched, Int32(kernel.num_ctas),
             cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream),
         )
 
 
-def schedule(ends: List[int], n: int, tile_n: int, out: torch.Tensor) -> Tuple[np.ndarray, List[torch.Tensor]]:
-    """The scheduler table (tile_end, row_start, rows) per group and each group's output rows.
+def schedule(ends: List[int], n: int, tile_n: int, cluster_m: int = 1) -> np.ndarray:
+    """The scheduler table: (tile_end, row_start, rows) per group, Int32.
 
-    A group of 0 rows gets no tiles; its descriptor entry, never used, describes one row.
+    Tiles are cluster tiles: `cluster_m` M-tiles of 128 rows by one `tile_n` column tile;
+    `tile_end` counts them cumulatively. A group of 0 rows gets none.
     """
     from .hopper_grouped_gemm import TILE_M
 
     ends_np = np.asarray(ends, dtype=np.int64)
     starts = np.concatenate(([0], ends_np[:-1]))
     rows = ends_np - starts
-    tiles = -(-rows // TILE_M) * -(-n // tile_n)
-    sched = np.stack([np.cumsum(tiles), starts, rows], axis=1).astype(np.int32)
-    views = [out[s:e] if e > s else out[:1] for s, e in zip(starts.tolist(), ends)]
-    return sched, views
+    tiles = -(-rows // (TILE_M * cluster_m)) * -(-n // tile_n)
+    return np.stack([np.cumsum(tiles), starts, rows], axis=1).astype(np.int32)
+
+
+def output_views(ends: List[int], out: torch.Tensor) -> List[torch.Tensor]:
+    """Each group's rows of `out`: what its store descriptor describes.
+
+    A group of 0 rows gets a one-row view: a descriptor cannot describe no rows, and
+    the kernel never uses it (the group has no tiles).
+    """
+    starts = [0] + list(ends[:-1])
+    return [out[s:e] if e > s else out[:1] for s, e in zip(starts, ends)]
 
 
 _PLANS: Dict[Tuple, _Plan] = {}
 
 
-def _plan_for(ab_dtype, out_dtype, groups, n, k, device) -> _Plan:
-    key = (ab_dtype, out_dtype, groups, n, k, pick_tile_n(n), device.index)
+def _plan_for(ab_dtype, out_dtype, groups, n, k, device, tile_n=None) -> _Plan:
+    tile_n = tile_n or pick_tile_n(n)
+    key = (ab_dtype, out_dtype, groups, n, k, tile_n, device.index)
     if key not in _PLANS:
-        _PLANS[key] = _Plan(ab_dtype, out_dtype, groups, n, k, device)
+        _PLANS[key] = _Plan(ab_dtype, out_dtype, groups, n, k, device, tile_n)
     return _PLANS[key]
 
 
 def compiled_count() -> int:
-    """Configurations compiled so far in this process (tests check that offs never adds one)."""
-    return len(_PLANS)
+    """Kernels compiled so far in this process (tests check that offs never adds one)."""
+    return sum(len(plan.kernels) for plan in _PLANS.values())

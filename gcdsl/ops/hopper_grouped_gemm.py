@@ -29,15 +29,23 @@ Roles (384 threads, three warpgroups)
     WGMMAs (it still waits for and releases every stage): a group of 64 rows
     costs half a tile of tensor-core time.
 
+Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
+consecutive M-tiles of one group and the same B tile; each loads half of the B
+tile and multicasts it to both, halving B's traffic from L2. A group with an odd
+number of M-tiles leaves the second CTA of its last pair without rows: it loads,
+skips its WGMMAs and its store is clipped away entirely.
+
 Scheduler: a grid-constant table `sched` (G, 3) of Int32 per group:
-    [TILE_END]   cumulative tile count up to and including group g
+    [TILE_END]   cumulative count of cluster tiles (cluster_m M-tiles x one N-tile)
+                 up to and including group g
     [ROW_START]  first row of group g in `a` and `out`
     [ROWS]       rows of group g (0 allowed: the group has no tiles)
 Tiles are numbered group by group and, within a group, M-tile fastest, so the
 CTAs working at the same time on a group share the same B tile through L2.
-CTA b takes tiles b, b + grid, b + 2 grid, ... and finds their group by walking
-the table forward (a CTA's tiles only move forward). The table's contents change
-with `offs` without recompiling; its shape (G) is compile-time.
+Cluster c takes cluster tiles c, c + clusters, c + 2 clusters, ... and finds their
+group by walking the table forward (a cluster's tiles only move forward). The
+table's contents change with `offs` without recompiling; its shape (G) is
+compile-time.
 """
 from __future__ import annotations
 
@@ -87,7 +95,7 @@ def output_swizzle(c_dtype) -> str:
 
 
 class HopperGroupedGemm:
-    """One compiled configuration: dtypes, G, N, K and the tile's N extent.
+    """One compiled configuration: dtypes, G, N, K, the tile's N extent, CTAs per cluster.
 
     `__call__` is the host function to `cute.compile`:
         (a_ptr, b_ptr, c_ptr, m_total, c_descs, sched, num_ctas, stream)
@@ -95,12 +103,15 @@ class HopperGroupedGemm:
     table of G entries and `sched` a (G, 3) Int32 `gcdsl.grid_constant` table.
     """
 
-    def __init__(self, ab_dtype, c_dtype, groups: int, n: int, k: int, tile_n: int) -> None:
-        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS:
-            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, tile_n={tile_n}")
+    def __init__(self, ab_dtype, c_dtype, groups: int, n: int, k: int, tile_n: int, cluster_m: int = 1) -> None:
+        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS or cluster_m not in (1, 2):
+            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, tile_n={tile_n}, cluster_m={cluster_m}")
         self.ab_dtype, self.c_dtype, self.acc_dtype = ab_dtype, c_dtype, cutlass.Float32
         self.groups, self.n, self.k = groups, n, k
         self.tile_mnk = (TILE_M, tile_n, TILE_K)
+        # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
+        # and the same B tile, each loading half of it and multicasting it to both.
+        self.cluster_m = cluster_m
         self.n_tiles = -(-n // tile_n)
         self.k_tiles = -(-k // TILE_K)
         # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
@@ -147,8 +158,9 @@ class HopperGroupedGemm:
         tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
         )
+        b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else cpasync.CopyBulkTensorTileG2SOp()
         tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k)
+            b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
         )
         # The store template: copy op, dtype, box, swizzle and partitioning. Its own
         # descriptor (over all of `out`) is never used; each group's comes from c_descs.
@@ -168,7 +180,8 @@ class HopperGroupedGemm:
         self.kernel(
             tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
             c_descs, sched, a_smem, b_smem, c_smem,
-        ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, stream=stream)
+        ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
+                 min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
     def kernel(
@@ -189,6 +202,11 @@ class HopperGroupedGemm:
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         num_ctas, _, _ = cute.arch.grid_dim()
+        cluster_m = self.cluster_m
+        cluster_idx, num_clusters = bidx // cluster_m, num_ctas // cluster_m
+        rank = cutlass.Int32(0)  # this CTA's place in its cluster: which M-tile of the pair
+        if cutlass.const_expr(cluster_m > 1):
+            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
         tile_m, tile_n, tile_k = self.tile_mnk
@@ -199,37 +217,45 @@ class HopperGroupedGemm:
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        # Full barrier: one arrive with expect_tx (the producer) + the TMA bytes.
-        # Empty barrier: one arrive per consumer warp.
+        # Full barrier: one arrive with expect_tx (the producer) + the TMA bytes (the A
+        # tile and all of the B tile, half of it from the peer CTA in a pair).
+        # Empty barrier: one arrive per consumer warp of every CTA that writes into this
+        # CTA's stage (both CTAs of a pair multicast into it).
         mainloop = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.mainloop_barriers.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPS),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPS * cluster_m),
             tx_count=self.stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
-        )  # initialises the barriers, fences and syncs the CTA
+            cta_layout_vmnk=cute.make_layout((1, cluster_m, 1, 1)),
+            defer_sync=True,
+        )
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(cluster_m, 1), is_relaxed=True)
 
         sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         sC = storage.sC.get_tensor(c_smem.outer, swizzle=c_smem.inner)
 
-        # B tiles: (TMA, n_tile, k_tile, group), partitioned once.
+        # B tiles: (TMA, n_tile, k_tile, group), partitioned once; in a pair, each CTA
+        # loads its half of every B tile and multicasts it to both.
         gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))
         tBsB, tBgB = cpasync.tma_partition(
-            tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+            tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )
-        total_tiles = sched[self.groups - 1, TILE_END]
+        both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
+        total_tiles = sched[self.groups - 1, TILE_END]  # in units of cluster tiles
+        pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
 
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 # ---- producer: TMA loads of A and B, one k-tile per stage ----
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                tile = bidx
+                tile = cluster_idx
                 group = cutlass.Int32(0)
                 while tile < total_tiles:
-                    group, m_tile, n_tile = self.locate(sched, tile, group)
+                    group, m_pair, n_tile = self.locate(sched, tile, group)
+                    m_tile = m_pair * cluster_m + rank
                     # A rows from the group's first row: not a multiple of the tile.
                     first_row = sched[group, ROW_START] + m_tile * tile_m
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
@@ -241,9 +267,13 @@ class HopperGroupedGemm:
                         mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                         full = mainloop.producer_get_barrier(state)
                         cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
-                        cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                        if cutlass.const_expr(cluster_m > 1):
+                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                                      mcast_mask=both_ctas)
+                        else:
+                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
                         state.advance()
-                    tile += num_ctas
+                    tile += num_clusters
                 mainloop.producer_tail(state)  # every stage released before the CTA exits
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
@@ -277,10 +307,12 @@ class HopperGroupedGemm:
             read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
             tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            tile = bidx
+            tile = cluster_idx
             group = cutlass.Int32(0)
             while tile < total_tiles:
-                group, m_tile, n_tile = self.locate(sched, tile, group)
+                group, m_pair, n_tile = self.locate(sched, tile, group)
+                m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
+                # of a pair on an odd last M-tile: it only keeps the pipeline moving
                 rows_here = sched[group, ROWS] - m_tile * tile_m - half * 64
                 if rows_here > 0:
                     acc.fill(0.0)
@@ -338,7 +370,7 @@ class HopperGroupedGemm:
                             # the store issued epi_stages sub-tiles ago has read its buffer
                             cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
                     EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
-                tile += num_ctas
+                tile += num_clusters
 
             if warp == FIRST_CONSUMER_WARP:
                 with cute.arch.elect_one():
@@ -346,12 +378,15 @@ class HopperGroupedGemm:
 
     @cute.jit
     def locate(self, sched: cute.Tensor, tile: cutlass.Int32, group: cutlass.Int32) -> Tuple:
-        """(group, m_tile, n_tile) of linear tile `tile`, searching forward from `group`.
+        """(group, m_step, n_tile) of cluster tile `tile`, searching forward from `group`.
 
-        Groups of 0 rows end where they start and are stepped over.
+        A cluster tile spans `cluster_m` M-tiles: its CTAs take M-tiles
+        `m_step * cluster_m + rank`. Groups of 0 rows end where they start and are
+        stepped over.
         """
         while tile >= sched[group, TILE_END]:
             group += 1
-        m_tiles = (sched[group, ROWS] + TILE_M - 1) // TILE_M
-        local = tile - (sched[group, TILE_END] - m_tiles * self.n_tiles)
-        return group, local % m_tiles, local // m_tiles
+        rows_per_step = TILE_M * self.cluster_m
+        m_steps = (sched[group, ROWS] + rows_per_step - 1) // rows_per_step
+        local = tile - (sched[group, TILE_END] - m_steps * self.n_tiles)
+        return group, local % m_steps, local // m_steps
