@@ -6,7 +6,9 @@ Shapes (rows per group x G, N, K); `a` is (sum M, K), `b` is (G, K, N) K-major:
     S2  256 x 8     N 4096  K 7168     S5   64 x 64   N 7168  K 2048
     S3 2048 x 8     N 4096  K 7168     S6  16 ragged groups (2956 rows), N 4096, K 4096
 
-Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the CPU); torch._grouped_mm
+Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the CPU, its own choice
+of tile and cluster; gcdsl bf16 also with each of 128x128/128x256 tiles and single CTAs or
+pairs forced, the data behind that choice); torch._grouped_mm
 bf16 and fp16; a loop of torch.mm over the groups (bf16); upstream CuTe DSL's Hopper
 grouped GEMM example, fp16, tensormap update mode SMEM, its best tile of 128x128 and
 128x256 (cluster 1x1), imported at run time from $GCDSL_UPSTREAM_EXAMPLES (the
@@ -66,6 +68,8 @@ LABELS = {
     "torch_fp16": "torch._grouped_mm fp16", "mm_loop_bf16": "torch.mm loop bf16",
     "upstream_fp16": "upstream CuTe DSL fp16",
 }
+# gcdsl bf16 with each tile and cluster size forced: the data behind the heuristics
+EXPLORE = tuple(f"gcdsl_bf16_t{t}_c{c}" for t in (128, 256) for c in (1, 2))
 UPSTREAM_FILE = os.path.join("cute", "hopper", "kernel", "grouped_gemm", "grouped_gemm.py")
 TOLERANCE = 1e-2
 
@@ -123,12 +127,22 @@ def copy_bandwidth(reps: int, warmup: int) -> Dict[str, Any]:
 # ---------------------------------------------------------------------------------------
 # Variants: each returns a zero-argument call producing the output
 # ---------------------------------------------------------------------------------------
+def _dtype_of(variant: str) -> str:
+    return "bf16" if "bf16" in variant.split("_") else "fp16"
+
+
 def make_call(variant: str, p: Problem, upstream: Any, upstream_tile) -> Callable[[], Any]:
     import torch
 
-    dtype = variant.rsplit("_", 1)[1]
+    dtype = _dtype_of(variant)
     a, w = p.inputs[dtype]
     b = p.b(dtype)
+    if variant in EXPLORE:
+        from gcdsl.ops.grouped_mm import grouped_mm_into
+
+        tile_n, cluster_m = (int(x[1:]) for x in variant.split("_")[2:])
+        out = torch.empty(p.m, p.n, device="cuda", dtype=a.dtype)
+        return lambda: grouped_mm_into(a, b, p.offs, out, tile_n=tile_n, cluster_m=cluster_m)
     if variant.startswith("gcdsl"):
         import gcdsl.ops
 
@@ -236,8 +250,12 @@ def host_times(call: Callable[[], Any], reps: int) -> Dict[str, Any]:
 def measure(variant: str, p: Problem, args, upstream: Optional[Upstream], copy_gbps: Optional[float]) -> Dict:
     import torch
 
-    dtype = variant.rsplit("_", 1)[1]
+    dtype = _dtype_of(variant)
     row: Dict[str, Any] = {"shape": p.name, "variant": variant}
+    if variant in ("gcdsl_bf16", "gcdsl_fp16"):
+        from gcdsl.ops.grouped_mm import pick_cluster_m, pick_tile_n
+
+        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.rows)}"
     if variant == "upstream_fp16" and upstream is None:
         row.update(status=SKIPPED, detail="GCDSL_UPSTREAM_EXAMPLES is not set")
         return row
@@ -319,10 +337,11 @@ def run(args, machine: Dict[str, Any]) -> Report:
         p = Problem(name, rows, n, k)
         print(f"\n{name}: {len(rows)} groups, {p.m} rows, N {n}, K {k} ({p.flops / 1e9:.0f} GFLOP, "
               f"B {p.b_bytes / 1e9:.2f} GB)", flush=True)
-        for variant in VARIANTS:
+        explore = () if getattr(args, "no_explore", False) else EXPLORE
+        for variant in VARIANTS + explore:
             row = measure(variant, p, args, upstream, copy_gbps)
             report.rows.append(row)
-            print(f"  {LABELS[variant]:<26} {_cell(row)}", flush=True)
+            print(f"  {LABELS.get(variant, variant):<26} {_cell(row)}", flush=True)
         del p
         torch.cuda.empty_cache()
 
@@ -339,6 +358,8 @@ def _cell(row: Dict[str, Any]) -> str:
     text = f"{fmt_range(row['ms'], scale=1e3, digits=1)} us  {row['tflops']:.0f} TFLOP/s  err {row['rel_err']:.1e}"
     if "tile" in row:
         text += f"  tile {row['tile']}"
+    if "picked" in row:
+        text += f"  [{row['picked']}]"
     if "hbm_fraction" in row:
         text += f"  B {row['b_gbps']:.0f} GB/s = {row['hbm_fraction']:.1%} of copy"
     if "host" in row:
@@ -364,6 +385,13 @@ def _print_tables(report: Report, shapes: List[str], copy_gbps: Optional[float])
     print("\nmicroseconds (median device time)")
     print(table(["shape"] + [LABELS[v] for v in VARIANTS],
                 [[s] + [f"{get(s, v, 'us'):.1f}" if get(s, v, "us") else "-" for v in VARIANTS] for s in shapes]))
+
+    explored = [v for v in EXPLORE if any((s, v) in rows for s in shapes)]
+    if explored:
+        print("\ngcdsl bf16 with the tile (t) and CTAs per cluster (c) forced: microseconds; [picked] by the heuristics")
+        print(table(["shape"] + explored + ["picked"],
+                    [[s] + [f"{get(s, v, 'us'):.1f}" if get(s, v, "us") else "-" for v in explored]
+                     + [rows.get((s, "gcdsl_bf16"), {}).get("picked", "-")] for s in shapes]))
 
     print("\ntargets")
     checks = []
@@ -423,6 +451,7 @@ def parse_args(argv=None):
     p.add_argument("--shapes", default="", help="comma-separated subset of S1..S6")
     p.add_argument("--upstream-tiles", default="", help="e.g. 128x256 (default: best of 128x128 and 128x256)")
     p.add_argument("--no-plots", action="store_true")
+    p.add_argument("--no-explore", action="store_true", help="skip gcdsl bf16 with each tile/cluster forced")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing variants")
     return p.parse_args(argv)
 
