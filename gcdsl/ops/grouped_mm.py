@@ -143,7 +143,7 @@ def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype]) ->
         _fail(f"b has strides {b.stride()}; expected {(n * k, 1, k)}, the transpose of a contiguous "
               f"(G, N, K) tensor", param="b",
               hint="keep expert weights as a contiguous (G, N, K) tensor w and pass w.transpose(-2, -1)")
-    out_bytes = torch.empty((), dtype=out_dtype).element_size()
+    out_bytes = out_dtype.itemsize
     if k % 8 or (n * out_bytes) % 16:
         _fail(f"K = {k} and N = {n}: TMA needs rows of 16-byte multiples (K a multiple of 8, "
               f"N x {out_bytes} bytes a multiple of 16)", param="b")

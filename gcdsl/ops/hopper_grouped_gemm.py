@@ -348,28 +348,30 @@ class HopperGroupedGemm:
                         read.advance()
 
                 # ---- epilogue: sub-tiles of 128 x 32 through shared memory, TMA store ----
-                store_desc = gcdsl.tma_desc_ptr(c_descs, group, template=tma_c)
-                gC = cute.zipped_divide(cute.local_tile(mC, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
-                bSG_sC, bSG_gC = cpasync.tma_partition(
-                    tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
-                )
-                for sub in cutlass.range_constexpr(sub_tiles):
-                    buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
-                    for v in cutlass.range_constexpr(sub_size):
-                        sub_acc[v] = tRS_acc[sub * sub_size + v]
-                    sub_out.store(sub_acc.load().to(self.c_dtype))
-                    cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
-                    # make the generic-proxy smem writes visible to TMA, then to warp 4
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    EPILOGUE_BARRIER.arrive_and_wait()
-                    if warp == FIRST_CONSUMER_WARP:
-                        with cute.arch.elect_one():
-                            cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))],
-                                      tma_desc_ptr=store_desc)
-                            cute.arch.cp_async_bulk_commit_group()
-                            # the store issued epi_stages sub-tiles ago has read its buffer
-                            cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
-                    EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
+                # (none for the second CTA of a pair that has no rows: the whole CTA skips it)
+                if sched[group, ROWS] > m_tile * tile_m:
+                    store_desc = gcdsl.tma_desc_ptr(c_descs, group, template=tma_c)
+                    gC = cute.zipped_divide(cute.local_tile(mC, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
+                    bSG_sC, bSG_gC = cpasync.tma_partition(
+                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
+                    )
+                    for sub in cutlass.range_constexpr(sub_tiles):
+                        buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
+                        for v in cutlass.range_constexpr(sub_size):
+                            sub_acc[v] = tRS_acc[sub * sub_size + v]
+                        sub_out.store(sub_acc.load().to(self.c_dtype))
+                        cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+                        # make the generic-proxy smem writes visible to TMA, then to warp 4
+                        cute.arch.fence_proxy("async.shared", space="cta")
+                        EPILOGUE_BARRIER.arrive_and_wait()
+                        if warp == FIRST_CONSUMER_WARP:
+                            with cute.arch.elect_one():
+                                cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))],
+                                          tma_desc_ptr=store_desc)
+                                cute.arch.cp_async_bulk_commit_group()
+                                # the store issued epi_stages sub-tiles ago has read its buffer
+                                cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+                        EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
                 tile += num_clusters
 
             if warp == FIRST_CONSUMER_WARP:
