@@ -51,6 +51,6 @@ def test_tutorial_03_grouped_gemm():
     if has_gpu():
         assert "verify against float32: PASS" in proc.stdout and "torch us" in proc.stdout
     else:
-        assert "c_descs = __gcdsl__.grid_constant_tensor(c_descs" in proc.stdout
+        assert "c_descs = __gcdsl__." in proc.stdout  # the grid-constant table, lowered
         assert "tables: 2048 B at +640 (align 128)" in proc.stdout  # 16 store descriptors
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
