@@ -197,3 +197,30 @@ def test_offsets_must_be_cumulative_ends():
         gm._host_offsets(torch.tensor([4, 12], dtype=torch.int32), 10)
     assert "exceeds" in str(info.value)
     assert gm._host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), 10) == [0, 0, 10]
+
+
+def test_traced_calls_record_the_custom_op_with_its_fake_implementation():
+    """make_fx over fake CUDA tensors (no GPU needed): the graph holds gcdsl::grouped_mm, and
+    the fake implementation gives the output's shape, dtype and device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with FakeTensorMode():
+        a = torch.empty(64, 128, dtype=torch.bfloat16, device="cuda")
+        b = torch.empty(4, 256, 128, dtype=torch.bfloat16, device="cuda").transpose(-2, -1)
+        offs = torch.empty(4, dtype=torch.int32)
+        graph = make_fx(lambda a, b, offs: gcdsl.ops.grouped_mm(a, b, offs, torch.float32) * 2)(a, b, offs)
+        out = torch.ops.gcdsl.grouped_mm(a, b, offs, None)
+    assert "gcdsl.grouped_mm.default" in graph.code
+    assert (tuple(out.shape), out.dtype, out.device.type, out.stride()) == ((64, 256), torch.bfloat16, "cuda", (256, 1))
+
+
+def test_fake_implementation_refuses_what_the_kernel_cannot_serve():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a = torch.empty(64, 100, dtype=torch.bfloat16, device="cuda")
+        b = torch.empty(4, 256, 100, dtype=torch.bfloat16, device="cuda").transpose(-2, -1)
+        with pytest.raises(GcdslError) as info:
+            torch.ops.gcdsl.grouped_mm(a, b, torch.empty(4, dtype=torch.int32), None)
+    assert info.value.diag is Diag.BAD_OP_INPUT and "16-byte" in str(info.value)
