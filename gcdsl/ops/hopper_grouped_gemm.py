@@ -32,8 +32,8 @@ Roles (384 threads, three warpgroups)
 Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
 consecutive M-tiles of one group and the same B tile; each loads half of the B
 tile and multicasts it to both, halving B's traffic from L2. A group with an odd
-number of M-tiles leaves the second CTA of its last pair without rows: it loads,
-skips its WGMMAs and its store is clipped away entirely.
+number of M-tiles leaves the second CTA of its last pair without rows: it takes
+part in the loads (its half of B serves its peer), skips its WGMMAs and its epilogue.
 
 Scheduler: a grid-constant table `sched` (G, 3) of Int32 per group:
     [TILE_END]   cumulative count of cluster tiles (cluster_m M-tiles x one N-tile)
