@@ -255,7 +255,7 @@ def measure(variant: str, p: Problem, args, upstream: Optional[Upstream], copy_g
     if variant in ("gcdsl_bf16", "gcdsl_fp16"):
         from gcdsl.ops.grouped_mm import pick_cluster_m, pick_tile_n
 
-        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.rows)}"
+        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.rows, p.n, pick_tile_n(p.n))}"
     if variant == "upstream_fp16" and upstream is None:
         row.update(status=SKIPPED, detail="GCDSL_UPSTREAM_EXAMPLES is not set")
         return row

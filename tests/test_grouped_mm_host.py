@@ -93,12 +93,16 @@ def test_schedule_table_and_views():
 
 
 def test_pairs_only_when_few_m_tiles_would_idle():
-    assert gm.pick_cluster_m([2048] * 8) == 2  # 16 M-tiles per group
-    assert gm.pick_cluster_m([256] * 8) == 2
-    assert gm.pick_cluster_m([64] * 64) == 1  # one M-tile per group: half the pair idle
-    assert gm.pick_cluster_m([100, 37, 256, 512, 64, 300, 8, 129, 77, 400, 250, 33, 190, 64, 480, 16]) == 1
-    assert gm.pick_cluster_m([0, 0]) == 1
-    assert gm.pick_cluster_m([2048] * 20 + [100]) == 2  # one idle M-tile in 322
+    pick = gm.pick_cluster_m
+    assert pick([2048] * 8, 4096, 256) == 2  # 16 M-tiles per group
+    assert pick([256] * 8, 4096, 256) == 2
+    assert pick([64] * 64, 7168, 256) == 1  # one M-tile per group: half of each pair idle
+    assert pick([100, 37, 256, 512, 64, 300, 8, 129, 77, 400, 250, 33, 190, 64, 480, 16], 4096, 256) == 1
+    assert pick([0, 0], 4096, 256) == 1
+    assert pick([2048] * 20 + [100], 4096, 256) == 2  # one idle M-tile in 322
+    # the second CTA's half of the last B tile must start inside B
+    assert pick([2048] * 8, 264, 128) == 1 and pick([2048] * 8, 328, 128) == 2
+    assert pick([2048] * 8, 392, 256) == 2 and pick([2048] * 8, 384, 256) == 1
 
 
 def test_tile_heuristic_depends_on_n_only():

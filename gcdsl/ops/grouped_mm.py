@@ -23,8 +23,9 @@ implementation), so it composes with `torch.compile`.
 Heuristics. Tile (from N only): 128x256, unless N <= 128 or the last 256-wide tile
 would be at most half full (N mod 256 in 1..128): 128x128. Cluster (from `offs`,
 per call, both compiled): pairs when at most 5% of the paired M-tiles would be idle
-(a group with an odd number of M-tiles leaves one CTA of its last pair idle), else
-single CTAs.
+(a group with an odd number of M-tiles leaves one CTA of its last pair idle) and
+N mod tile is 0 or more than half a tile (each CTA's half of the last B tile starts
+inside B), else single CTAs.
 """
 from __future__ import annotations
 
@@ -219,14 +220,17 @@ def pick_tile_n(n: int) -> int:
     return 128 if n <= 128 or 0 < n % 256 <= 128 else 256
 
 
-def pick_cluster_m(rows: List[int]) -> int:
+def pick_cluster_m(rows: List[int], n: int, tile_n: int) -> int:
     """2 (pairs of CTAs on two M-tiles of a group, sharing each B tile by multicast) when
     at most 5% of the pairs' M-tiles would be idle (groups of an odd number of M-tiles
-    leave one idle); else 1. Both kernels are compiled together: no recompile either way.
+    leave one idle) and N suits pairs (`pairs_fit`); else 1. Both kernels are compiled
+    together: no recompile either way.
     """
+    from .hopper_grouped_gemm import pairs_fit
+
     m_tiles = [-(-r // 128) for r in rows]
     slots = sum(2 * -(-t // 2) for t in m_tiles)
-    return 2 if slots and sum(m_tiles) >= 0.95 * slots else 1
+    return 2 if slots and sum(m_tiles) >= 0.95 * slots and pairs_fit(n, tile_n) else 1
 
 
 class _Kernel:
@@ -284,7 +288,8 @@ class _Plan:
         self.descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(self.c))
         self.table = self.descs.placeholder(groups, self.c)
         self._last: Optional[Tuple] = None
-        self.kernels = {m: _Kernel(self, m, hgg) for m in (1, 2)}
+        self._pairs_fit = hgg.pairs_fit(n, tile_n)
+        self.kernels = {m: _Kernel(self, m, hgg) for m in ((1, 2) if self._pairs_fit else (1,))}
 
     def ptr(self, dtype: Any, address: int) -> Any:
         return self._cute.runtime.make_ptr(dtype, address, self._cute.AddressSpace.gmem, assumed_align=16)
@@ -297,8 +302,10 @@ class _Plan:
         if key != self._last:
             self.table = self.descs.encode(output_views(ends, out))
             starts = [0] + list(ends[:-1])
-            self._cluster = pick_cluster_m([e - s for s, e in zip(starts, ends)])
+            self._cluster = pick_cluster_m([e - s for s, e in zip(starts, ends)], self.n, self.tile_n)
             self._last = key
+        if cluster_m == 2 and not self._pairs_fit:
+            raise ValueError(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
         kernel = self.kernels[cluster_m or self._cluster]
         kernel.update(key[1], self.tile_n, self.n)
         if kernel.total == 0:

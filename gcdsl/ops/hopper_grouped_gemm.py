@@ -34,6 +34,9 @@ consecutive M-tiles of one group and the same B tile; each loads half of the B
 tile and multicasts it to both, halving B's traffic from L2. A group with an odd
 number of M-tiles leaves the second CTA of its last pair without rows: it takes
 part in the loads (its half of B serves its peer), skips its WGMMAs and its epilogue.
+No TMA load box lies wholly outside its tensor: such a CTA loads its group's first
+A tile, and the host uses pairs only when the last N-tile's second half of B starts
+inside B (`pairs_fit`).
 
 Scheduler: a grid-constant table `sched` (G, 3) of Int32 per group:
     [TILE_END]   cumulative count of cluster tiles (cluster_m M-tiles x one N-tile)
@@ -82,6 +85,11 @@ BARRIER_BYTES = 1024  # mbarriers and alignment slack
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
+
+
+def pairs_fit(n: int, tile_n: int) -> bool:
+    """Whether, in a pair, each CTA's half of every B tile starts inside B's N rows."""
+    return n % tile_n == 0 or n % tile_n > tile_n // 2
 
 
 def output_swizzle(c_dtype) -> str:
@@ -256,8 +264,12 @@ class HopperGroupedGemm:
                 while tile < total_tiles:
                     group, m_pair, n_tile = self.locate(sched, tile, group)
                     m_tile = m_pair * cluster_m + rank
-                    # A rows from the group's first row: not a multiple of the tile.
-                    first_row = sched[group, ROW_START] + m_tile * tile_m
+                    # A rows from the group's first row: not a multiple of the tile. A CTA
+                    # without rows (second of a pair) loads the group's first tile instead:
+                    # its data is never used, and no TMA box lies wholly outside `a`.
+                    first_row = sched[group, ROW_START]
+                    if m_tile * tile_m < sched[group, ROWS]:
+                        first_row += m_tile * tile_m
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                     tAsA, tAgA = cpasync.tma_partition(
                         tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
