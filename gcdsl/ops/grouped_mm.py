@@ -29,6 +29,7 @@ inside B), else single CTAs.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 from typing import Any, Dict, List, Optional, Tuple
@@ -233,20 +234,27 @@ def pick_cluster_m(rows: List[int], n: int, tile_n: int) -> int:
     return 2 if slots and sum(m_tiles) >= 0.95 * slots and pairs_fit(n, tile_n) else 1
 
 
+@functools.lru_cache(maxsize=None)
+def _max_active_clusters(device_index: int, cluster_m: int) -> int:
+    """Clusters of `cluster_m` CTAs of one CTA per SM that fit on the device at once."""
+    import cutlass.utils
+
+    return max(1, cutlass.utils.HardwareInfo(device_index).get_max_active_clusters(cluster_m))
+
+
 class _Kernel:
     """One compiled cluster size of a configuration, with its scheduler table."""
 
     def __init__(self, plan: "_Plan", cluster_m: int, hgg: Any) -> None:
         import cutlass
         import cutlass.cute as cute
-        import cutlass.utils
 
         import gcdsl
 
         self.cluster_m = cluster_m
         self.gemm = hgg.HopperGroupedGemm(plan.ab, plan.c, plan.groups, plan.n, plan.k, plan.tile_n, cluster_m)
         self.sched = gcdsl.grid_constant(np.zeros((plan.groups, hgg.SCHED_COLUMNS), dtype=np.int32))
-        self.max_clusters = cutlass.utils.HardwareInfo(plan.device.index or 0).get_max_active_clusters(cluster_m)
+        self.max_clusters = _max_active_clusters(plan.device.index or 0, cluster_m)
         self.last_ends: Optional[Tuple] = None
         self.total = 0  # cluster tiles
         self.compiled = cute.compile(
