@@ -39,6 +39,8 @@ def parse_args(argv=None):
     p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated subset of W1,W2,W3,W4,W5")
     p.add_argument("--compile-check", action="store_true",
                    help="compile every kernel variant with fake tensors and report OK/FAILED; run nothing")
+    p.add_argument("--ptx-dir", metavar="DIR",
+                   help="with --compile-check: also write each variant's PTX to DIR (compare two with compare_ptx.py)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions (default 30, --quick 20; minimum 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed launches before timing")
     p.add_argument("--no-cpp", action="store_true", help="skip the CUDA C++ anchor in W1")

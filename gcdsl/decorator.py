@@ -9,7 +9,7 @@ import traceback
 import types
 from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 
-from . import frontend
+from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
 from .frontend.analysis import KernelAnalysis, ParamKind
 from .frontend.dump import register_source, render_with_line_map, synthetic_filename
@@ -35,7 +35,7 @@ class Kernel:
                  dsl_options: Optional[Dict[str, Any]] = None) -> None:
         self._binding = binding  # "function", "static" or "class": how attribute access binds it
         if check_bounds is None:
-            check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
+            check_bounds = config.get().check_bounds
         self.check_bounds = check_bounds
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
@@ -171,7 +171,7 @@ class Kernel:
             located = err.at(self._location(*place)) if place else err
             if located is err:
                 raise
-            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
+            if config.get().frontend_debug:
                 raise located from err  # keep the chain through gcdsl and the DSL
             raise located from None
         except Exception as err:
@@ -193,10 +193,11 @@ class Kernel:
         if self._dumped:
             return
         self._dumped = True
-        if os.environ.get("GCDSL_DUMP", "0") not in ("", "0"):
+        settings = config.get()
+        if settings.dump:
             print(f"# ---- gcdsl: desugared {self._filename} ----", file=sys.stderr)
             print(self.desugared_source, file=sys.stderr)
-        dump_dir = os.environ.get("GCDSL_DUMP_DIR")
+        dump_dir = settings.dump_dir
         if dump_dir:
             os.makedirs(dump_dir, exist_ok=True)
             where = self._analysis.source

@@ -58,6 +58,30 @@ class Entry:
     def uses_local_memory(self) -> bool:
         return bool(re.search(r"\.local\b|\b(?:ld|st)\.local\b|__local_depot", self.body))
 
+    def local_bytes(self) -> int:
+        """Size of the kernel's local-memory frame (`__local_depot`), 0 without one."""
+        return sum(int(n) for n in re.findall(r"\.local\s+(?:\.align\s+\d+\s+)?\.b8\s+__local_depot\d+\[(\d+)\]",
+                                              self.body))
+
+    def printf_calls(self) -> int:
+        """Device `printf` calls (`call ... vprintf`)."""
+        return sum(1 for m in _INSTR.finditer(self.body)
+                   if m.group(1).startswith("call") and re.search(r"\bvprintf\b", m.group(2) or ""))
+
+    def traps(self) -> int:
+        """`trap` instructions: with gcdsl's bounds checks on, one per checked index."""
+        return self.count("trap")
+
+    def local_memory_is_printf_only(self) -> bool:
+        """Local memory is only written (never read back) and `vprintf` is called.
+
+        That is the argument buffer `vprintf` takes: the kernel stores the
+        message's values there and the printf machinery reads them. A spill or a
+        local array would also be read back with `ld.local`.
+        """
+        return (self.uses_local_memory() and self.printf_calls() > 0
+                and self.count("ld.local") == 0)
+
     def definition(self, register: str) -> Optional[str]:
         """The instruction that writes `register` (PTX from NVVM is in SSA form)."""
         for m in _INSTR.finditer(self.body):
@@ -126,6 +150,18 @@ def summary(ptx: str) -> str:
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
             f"{entry.count('cvta.param')} cvta.param, "
             f"WGMMA: {entry.count('wgmma.mma_async')} wgmma.mma_async, "
-            f"local memory: {'yes' if entry.uses_local_memory() else 'none'}"
+            f"local memory: {_local_memory(entry)}"
         )
+        if entry.traps():
+            lines.append(f"  bounds checks: {entry.traps()} (trap sites), each printing its message with vprintf first")
     return "\n".join(lines)
+
+
+def _local_memory(entry: Entry) -> str:
+    if not entry.uses_local_memory():
+        return "none"
+    size = f"yes, {entry.local_bytes()} B"
+    if not entry.local_memory_is_printf_only():
+        return size
+    why = "the bounds-check messages" if entry.traps() else "device printf"
+    return f"{size}: only the argument buffer of vprintf ({why})"

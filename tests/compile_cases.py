@@ -191,9 +191,17 @@ def main() -> int:
         CUTE_DSL_NO_CACHE="1",
         GCDSL_TEST_DECORATOR=args.decorator,
     )
+    from gcdsl import config
+
+    config.reload()  # GCDSL_TEST_DECORATOR just changed
     import cutlass.cute as cute  # only now: the DSL reads the variables above on import
 
     budgets = _record_parameter_budgets()
+    mutation = config.get().test_mutation
+    if mutation:  # a seeded bug (tests/mutations.py)
+        from tests import mutations
+
+        mutations.apply(mutation)
 
     for case in args.cases:
         # The grouped GEMM cases (sm_90a only, large) are kept out of CASES, which the

@@ -46,10 +46,15 @@ def test_device_tensor_is_refused_with_the_reason():
 def test_host_bytes_are_aligned_as_the_parameter():
     import gcdsl
 
+    import ctypes
+
     for align in (16, 64, 128):
         table = gcdsl.grid_constant(np.arange(33, dtype=np.uint8), align=align)
+        assert table.address % align == 0
+        # the compiled host function takes the table's address: a launch passes a pointer to it
         (pointer,) = table.__c_pointers__()
-        assert pointer.value % align == 0
+        assert ctypes.c_void_p.from_address(pointer.value).value == table.address
+        assert table.__tvm_ffi_opaque_ptr__() == pointer.value
 
 
 @pytest.fixture(scope="module")

@@ -114,6 +114,10 @@ def test_bounds_check_is_one_compare_and_a_trap_when_on(compile_cases):
     entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("bounds_checked",)).ptx("bounds_checked"))
     assert re.search(r"setp\.lt\.u32\s+%p\d+,\s*%r\d+,\s*4;", entry.body)  # index < 4 atoms, unsigned
     assert entry.count("trap") == 1 and "vprintf" in entry.body
+    # its only local memory is vprintf's argument buffer, and the summary says so
+    assert entry.local_memory_is_printf_only()
+    assert "bounds checks: 1 (trap sites)" in ptx.summary(compile_cases("sm_90a", "gcdsl", ("bounds_checked",))
+                                                           .ptx("bounds_checked"))
 
 
 @pytest.mark.parametrize("n", SIZES)

@@ -309,6 +309,9 @@ class _Plan:
         key = (out.data_ptr(), tuple(ends))
         if key != self._last:
             self.table = self.descs.encode(output_views(ends, out))
+            # The table would hold the views (and so the output) until the next encode;
+            # `key` already says when to re-encode, so let the output go with its caller.
+            self.descs.invalidate()
             starts = [0] + list(ends[:-1])
             self._cluster = pick_cluster_m([e - s for s, e in zip(starts, ends)], self.n, self.tile_n)
             self._last = key
