@@ -5,7 +5,7 @@
 #   sanitizer  compute-sanitizer --tool memcheck|racecheck|synccheck python3 -m tests.kernels.grouped_mm_small
 #   bench      python3 benchmarks/w5_grouped_gemm.py   (set GCDSL_UPSTREAM_EXAMPLES to
 #              <cutlass>/examples/python/CuTeDSL for the upstream column)
-# GCDSL_GG_STEPS picks some of them (default: "tests tutorial sanitizer bench").
+# Arguments pick some of them (default: all four), e.g. `bash .ci/gpu-grouped-gemm.sh tests bench`.
 # Logs and benchmarks/results/W5.* are packed into grouped-gemm.tgz in $OUT (or ./gpu-logs).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ out="$(mktemp -d)"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 failed=0
 step() { local log="$1"; shift; echo "== $*" | tee -a "$out/$log"; "$@" 2>&1 | tee -a "$out/$log"; [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAILED: $*"; failed=1; }; }
-steps="${GCDSL_GG_STEPS:-tests tutorial sanitizer bench}"
+steps="${*:-tests tutorial sanitizer bench}"
 for s in $steps; do
   case "$s" in
     tests) step pytest.log python3 -m pytest -v -rs tests/test_grouped_mm.py tests/test_tutorials.py -k "grouped or 03" ;;

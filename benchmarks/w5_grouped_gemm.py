@@ -310,7 +310,9 @@ def run(args, machine: Dict[str, Any]) -> Report:
     import torch
 
     report = Report("W5", "W5 grouped GEMM: gcdsl.ops.grouped_mm against torch and upstream CuTe DSL")
-    root = os.environ.get("GCDSL_UPSTREAM_EXAMPLES")
+    from gcdsl import config
+
+    root = config.get().upstream_examples
     upstream = None
     if root:
         try:
