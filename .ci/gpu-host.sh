@@ -25,6 +25,7 @@ step tutorials.log python3 tutorials/01_batch_copy.py --tensors 64 --rows 2048
 step tutorials.log python3 tutorials/02_megakernel.py --tensors 32
 step tutorials.log python3 tutorials/02_megakernel.py --tensors 48 --seed 1
 step tutorials.log python3 tutorials/01_batch_copy.py --sweep 1,4,16,64 --plot "$out/batch_copy_bandwidth.png"
+step tutorials.log python3 tutorials/03_grouped_gemm.py
 for bench in ${GCDSL_BENCH:-grid_constant}; do
   step "bench-$bench.log" python3 "benchmarks/$bench.py"
 done

@@ -48,6 +48,10 @@ _LAZY = {  # these pull in the DSL; the front end and diagnostics work without i
 
 
 def __getattr__(name):
+    if name == "ops":  # operators: imports torch and the DSL, so only when asked for
+        import importlib
+
+        return importlib.import_module(".ops", __name__)
     if name in _LAZY:
         import importlib
 

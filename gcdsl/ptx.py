@@ -102,8 +102,8 @@ class Entry:
 def entries(ptx: str) -> Dict[str, Entry]:
     """Every `.entry` (kernel) in `ptx`, with its parameters laid out as the ABI does."""
     found: Dict[str, Entry] = {}
-    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{(.*?)\n\}", ptx, re.S):
-        name, params_text, body = m.group(1), m.group(2), m.group(4)
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{", ptx, re.S):
+        name, params_text, body = m.group(1), m.group(2), _body(ptx, m.end())
         params: List[Param] = []
         offset = 0
         for pm in _PARAM.finditer(params_text):
@@ -117,6 +117,23 @@ def entries(ptx: str) -> Dict[str, Entry]:
     return found
 
 
+def _body(ptx: str, start: int) -> str:
+    """The kernel body from `start` (just past its opening brace) to its closing brace.
+
+    Braces are counted: inline-asm blocks (`{ .reg .pred p; ... }`) and vector
+    operands (`{%r1, %r2}`) nest inside the body.
+    """
+    depth = 1
+    for i in range(start, len(ptx)):
+        if ptx[i] == "{":
+            depth += 1
+        elif ptx[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return ptx[start:i]
+    return ptx[start:]
+
+
 def single_entry(ptx: str) -> Entry:
     kernels = entries(ptx)
     if len(kernels) != 1:
@@ -125,7 +142,7 @@ def single_entry(ptx: str) -> Entry:
 
 
 def summary(ptx: str) -> str:
-    """A few lines a person can read: parameter space and TMA instructions per kernel."""
+    """A few lines a person can read: parameter space, TMA and WGMMA instructions per kernel."""
     lines = []
     for entry in entries(ptx).values():
         runs = entry.descriptor_runs()
@@ -134,9 +151,13 @@ def summary(ptx: str) -> str:
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
             f"descriptor arrays: {', '.join(_describe_run(r) for r in runs) or 'none'}"
         )
+        tables = [p for p in entry.params if p.size > 8 and not p.is_descriptor]
+        if tables:
+            lines.append("  tables: " + ", ".join(f"{p.size} B at +{p.offset} (align {p.align})" for p in tables))
         lines.append(
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
             f"{entry.count('cvta.param')} cvta.param, "
+            f"WGMMA: {entry.count('wgmma.mma_async')} wgmma.mma_async, "
             f"local memory: {_local_memory(entry)}"
         )
         if entry.traps():

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import ROOT, has_gpu
 
-TUTORIALS = ("tutorials/01_batch_copy.py", "tutorials/02_megakernel.py")
+TUTORIALS = ("tutorials/01_batch_copy.py", "tutorials/02_megakernel.py", "tutorials/03_grouped_gemm.py")
 
 
 def run_tutorial(args, tmp_path, **env_vars):
@@ -49,6 +49,17 @@ def test_tutorial_02_megakernel(tmp_path):
         assert "loads = __gcdsl__.table_view(loads, __gcdsl__.param_space_ptr(loads))" in proc.stdout  # a descriptor table
         assert "2 x 32 x 128 B descriptor tables" in proc.stdout
         assert "2 cp.async.bulk.tensor" in proc.stdout
+
+
+def test_tutorial_03_grouped_gemm(tmp_path):
+    proc = run_tutorial(["tutorials/03_grouped_gemm.py", "--experts", "16"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    if has_gpu():
+        assert "verify against float32: PASS" in proc.stdout and "torch us" in proc.stdout
+    else:
+        assert "c_descs = __gcdsl__." in proc.stdout  # the grid-constant table, lowered
+        assert "tables: 2048 B at +640 (align 128)" in proc.stdout  # 16 store descriptors
+        assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
 
 
 @pytest.mark.parametrize("tutorial", TUTORIALS)
