@@ -151,7 +151,7 @@ def summary(ptx: str) -> str:
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
             f"descriptor arrays: {', '.join(_describe_run(r) for r in runs) or 'none'}"
         )
-        tables = [p for p in entry.params if p.size > 8 and not p.is_descriptor]
+        tables = [p for p in entry.params if p.size > 8 and not p.descriptors]
         if tables:
             lines.append("  tables: " + ", ".join(f"{p.size} B at +{p.offset} (align {p.align})" for p in tables))
         lines.append(
