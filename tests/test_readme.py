@@ -28,7 +28,8 @@ def run_blocks(tmp_path, *names):
     (tmp_path / "ptx").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CUTE_DSL_", "GCDSL_"))}
     # only what lets the test look at the result: the code decides the target itself
-    env.update(PYTHONPATH=ROOT, CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path / "ptx"), CUTE_DSL_NO_CACHE="1")
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)  # the DSL may live there
+    env.update(PYTHONPATH=path, CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(tmp_path / "ptx"), CUTE_DSL_NO_CACHE="1")
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]

@@ -28,8 +28,9 @@ def load_table(spec: Any, address: Any, fingerprint: int, mismatch_message: str)
     First the 8 bytes just before them, the fingerprint of the table's spec, are
     compared with the one the function was compiled for: a table of another shape
     or dtype would be read past its end or in part. On a mismatch the compiled call
-    prints `mismatch_message` and returns cudaErrorInvalidValue before launching,
-    which the DSL raises as an error.
+    prints `mismatch_message` and returns cudaErrorNotSupported before launching,
+    which the DSL raises as an error (cudaErrorInvalidValue would read as a bad
+    launch configuration in the DSL's message).
     """
     i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
     header = arith.subi(llvm.ptrtoint(i64, address), arith.constant(i64, FINGERPRINT_OFFSET))
@@ -39,10 +40,10 @@ def load_table(spec: Any, address: Any, fingerprint: int, mismatch_message: str)
     with ir.InsertionPoint(branch.then_block):
         cute.printf(mismatch_message)
         scf.YieldOp([])
-    error = arith.select(differs, arith.constant(i32, _CUDA_ERROR_INVALID_VALUE), arith.constant(i32, 0))
+    error = arith.select(differs, arith.constant(i32, _CUDA_ERROR_NOT_SUPPORTED), arith.constant(i32, 0))
     cuda.return_if_error([error])
     return llvm.load(_dsl.table_param_type(spec), address)
 
 
 FINGERPRINT_OFFSET = 16  # the spec's fingerprint sits this many bytes before a table's data
-_CUDA_ERROR_INVALID_VALUE = 1
+_CUDA_ERROR_NOT_SUPPORTED = 801
