@@ -206,6 +206,18 @@ def _struct_layout(fields: list) -> Tuple[int, int]:
     return -(-offset // align) * align, align
 
 
+def carry_like_a_list(cls: type) -> None:
+    """Let the DSL carry instances of `cls`, a `list` subclass with a `param` name,
+    through dynamic loops and branches exactly as it carries a list (the DSL looks a
+    container's type up exactly, so a subclass needs its own entry)."""
+    from types import SimpleNamespace
+
+    from cutlass.base_dsl.utils.tree_utils import register_pytree_node
+
+    register_pytree_node(cls, lambda items: (SimpleNamespace(length=len(items), param=items.param), list(items)),
+                         lambda meta, items: cls(items, meta.param))
+
+
 # ---- abandoning a kernel trace ----------------------------------------------------
 
 def _dsl_instance() -> Any:

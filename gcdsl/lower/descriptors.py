@@ -33,7 +33,8 @@ from .launch_context import NeedsLowering, current_launch
 
 
 class DescriptorArray(list):
-    """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named."""
+    """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named.
+    Carried through dynamic loops as the DSL carries a list."""
 
     def __init__(self, atoms: Any, param: str) -> None:
         super().__init__(atoms)
@@ -44,6 +45,9 @@ class DescriptorArray(list):
             raise GcdslError(Diag.EMPTY_LIST, f"`{self.param}` is empty: there is no descriptor to pick",
                              param=self.param, hint="pass at least one TMA atom")
         return super().__getitem__(index)
+
+
+_dsl.carry_like_a_list(DescriptorArray)
 
 
 class PackedDescriptors:
@@ -77,14 +81,13 @@ def pack_descriptor_list(atoms: Any) -> PackedDescriptors:
 class DescriptorBlob:
     """A packed descriptor list inside the kernel: the template and the blob's address.
 
-    Entry 0 is the template atom itself; any other entry is the template bound to its
-    descriptor in the blob. The blob's address is taken once, in the kernel's own body
-    (not inside the loop or branch of the first pick), and serves every pick.
+    Every entry, 0 included, is the template bound to its descriptor in the blob, so
+    that any two picks have the same structure (a loop may carry one into the other).
+    The blob's address is taken in the kernel's prologue, in the kernel's own body.
     """
 
-    def __init__(self, packed: PackedDescriptors, param: str) -> None:
-        self.template, self.param, self.count = packed.template, param, packed.count
-        self._blob, self._base = packed.blob, None
+    def __init__(self, template: cute.CopyAtom, base: Pointer, count: int, param: str) -> None:
+        self.template, self.base, self.count, self.param = template, base, count, param
 
     def __len__(self) -> int:
         return self.count
@@ -93,25 +96,31 @@ class DescriptorBlob:
         if isinstance(index, slice):
             return [self[i] for i in range(*index.indices(self.count))]
         index = check_constant_index(index, self.count, "atoms")
-        return self.template if index == 0 else _dsl.BoundCopyAtom(self.template, self.desc_ptr(index))
+        return _dsl.BoundCopyAtom(self.template, self.desc_ptr(index))
 
     def __iter__(self):
         return iter([self[i] for i in range(self.count)])
 
     def desc_ptr(self, index: Any) -> Pointer:
         """`cvta.param(blob) + index * 128`: descriptor `index` in parameter space."""
-        if self._base is None:
-            with _dsl.at_kernel_body_level():
-                address = _dsl.grid_constant_address(self._blob)
-                self._base = cute.make_ptr(cutlass.Uint8, address, cute.AddressSpace.generic,
-                                           assumed_align=_dsl.DESCRIPTOR_BYTES)
-        return _dsl.descriptor_at(self._base, index)
+        return _dsl.descriptor_at(self.base, index)
+
+    # Carried through dynamic loops like any DSL structure: template and address.
+    def __extract_mlir_values__(self) -> list:
+        return extract_mlir_values(self.template) + extract_mlir_values(self.base)
+
+    def __new_from_mlir_values__(self, values: list) -> "DescriptorBlob":
+        n = len(extract_mlir_values(self.template))
+        return DescriptorBlob(new_from_mlir_values(self.template, values[:n]),
+                              new_from_mlir_values(self.base, values[n:]), self.count, self.param)
 
 
 def descriptor_array(atoms: Any, param: str) -> Any:
     """Kernel prologue: the packed list's blob, or the DSL's own list, named."""
     if isinstance(atoms, PackedDescriptors):
-        return DescriptorBlob(atoms, param)
+        address = _dsl.grid_constant_address(atoms.blob)
+        base = cute.make_ptr(cutlass.Uint8, address, cute.AddressSpace.generic, assumed_align=_dsl.DESCRIPTOR_BYTES)
+        return DescriptorBlob(atoms.template, base, atoms.count, param)
     if not isinstance(atoms, (list, tuple)):
         raise _not_a_list(atoms, param)
     return DescriptorArray(atoms, param)
