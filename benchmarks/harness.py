@@ -97,23 +97,23 @@ def _run(cmd: List[str]) -> Optional[str]:
 def git_commit() -> Dict[str, Any]:
     """The gcdsl commit being measured, and where that answer came from.
 
-    `git` answers in a checkout (`safe.directory` lifted: a checkout owned by
-    another user is refused otherwise). A copy of the tree without `.git` has
-    no history to ask, so the runner says which commit it copied in
-    `GCDSL_GIT_COMMIT`; without either the JSON says so rather than guessing.
+    A runner that copied a commit's tree elsewhere says which in `GCDSL_GIT_COMMIT`,
+    and that answer wins: the copy may sit in a repository of its own whose HEAD is
+    another commit. Otherwise `git` answers in a checkout (`safe.directory` lifted:
+    a checkout owned by another user is refused otherwise); without either the JSON
+    says so rather than guessing.
     """
     from gcdsl import config  # no DSL import
 
+    if config.get().git_commit:
+        return {"gcdsl_git": config.get().git_commit, "gcdsl_git_from": "GCDSL_GIT_COMMIT",
+                "gcdsl_git_dirty": None}
     git = ["git", "-c", "safe.directory=*", "-C", ROOT]
     top = _run([*git, "rev-parse", "--show-toplevel"]) if shutil.which("git") else None
     if top and os.path.realpath(top) == os.path.realpath(ROOT):  # not some enclosing repository
         commit = _run([*git, "rev-parse", "HEAD"])
         dirty = _run([*git, "status", "--porcelain", "--untracked-files=no"])
         return {"gcdsl_git": commit, "gcdsl_git_from": "git", "gcdsl_git_dirty": bool(dirty)}
-
-    if config.get().git_commit:
-        return {"gcdsl_git": config.get().git_commit, "gcdsl_git_from": "GCDSL_GIT_COMMIT",
-                "gcdsl_git_dirty": None}
     return {"gcdsl_git": None, "gcdsl_git_from": "unknown: no .git here and GCDSL_GIT_COMMIT unset",
             "gcdsl_git_dirty": None}
 
