@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The grouped GEMM on a GPU host (after `source .gpu/b/install.sh`, see ../shared/gpu-host):
+# The grouped GEMM on a GPU machine (after `python -m pip install -e ".[test]"`, or in an environment
+# where those packages are already installed):
 #   tests      python3 -m pytest -v -rs tests/test_grouped_mm.py tests/test_tutorials.py -k "grouped or 03"
 #   tutorial   python3 tutorials/03_grouped_gemm.py
 #   sanitizer  compute-sanitizer --tool memcheck|racecheck|synccheck python3 -m tests.kernels.grouped_mm_small
