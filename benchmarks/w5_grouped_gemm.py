@@ -4,7 +4,7 @@ Shapes (rows per group x G, N, K); `a` is (sum M, K), `b` is (G, K, N) K-major:
 
     S1   64 x 8     N 4096  K 7168     S4  128 x 64   N 2048  K 7168
     S2  256 x 8     N 4096  K 7168     S5   64 x 64   N 7168  K 2048
-    S3 2048 x 8     N 4096  K 7168     S6  16 ragged groups (2956 rows), N 4096, K 4096
+    S3 2048 x 8     N 4096  K 7168     S6  16 ragged groups (2916 rows), N 4096, K 4096
 
 Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the CPU, its own choice
 of tile and cluster; gcdsl bf16 also with each of 128x128/128x256 tiles and single CTAs or

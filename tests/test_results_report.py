@@ -1,4 +1,4 @@
-"""Measured numbers in README.md and benchmarks/RESULTS.md come from benchmarks/results/*.json.
+"""Measured numbers in README.md and benchmarks/RESULTS.md come from benchmarks/results/.
 
 `benchmarks/report.py` writes the marked regions of both files; here they are written
 again in memory and compared. After a new benchmark run: `python benchmarks/report.py`.
@@ -10,6 +10,7 @@ import re
 import pytest
 
 from benchmarks import report
+from benchmarks.reporting import descriptors, fmt, grouped_gemm, host, ncu
 
 MEASURED = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|GB/s|%)(?![\w/])|\b\d+\.\d+x\b")
 
@@ -58,16 +59,165 @@ def test_spread_wording_follows_the_ranges(results):
     for r in changed["W1"]["results"]:
         if r["variant"] in ("gcdsl", "cpp") and r.get("status") == "OK":
             r["ns_per_load"].update(min=100.0, max=1000.0)  # every range overlaps every other
-    assert "overlap at every N" in report.region_w1(changed)
+    assert "overlap at every N" in descriptors.region_w1(changed)
     for r in changed["W1"]["results"]:
         if r["variant"] == "cpp" and r.get("status") == "OK":
             r["ns_per_load"].update(min=2000.0, max=3000.0)  # no range overlaps
-    assert "disjoint at every N" in report.region_w1(changed)
+    assert "disjoint at every N" in descriptors.region_w1(changed)
 
 
 def test_helpers():
-    assert report.overlap({"min": 1, "max": 2}, {"min": 2, "max": 3})
-    assert not report.overlap({"min": 1, "max": 2}, {"min": 2.1, "max": 3})
-    assert report.slope([(1, 3.0), (2, 5.0), (4, 9.0)]) == pytest.approx(2.0)
+    assert fmt.overlap({"min": 1, "max": 2}, {"min": 2, "max": 3})
+    assert not fmt.overlap({"min": 1, "max": 2}, {"min": 2.1, "max": 3})
+    assert fmt.signed_pct(-0.0004) == "0.0%" and fmt.signed_pct(0.007) == "+0.7%"
+    assert fmt.span([1.04, 1.041], fmt.ratio) == "1.04x" and fmt.span([1.0, 2.0], fmt.ratio) == "1.00x to 2.00x"
     assert MEASURED.findall("costs 21 ns, 4 / 15 us, 94.5% and 2.1x") == ["21 ns", "15 us", "94.5%", "2.1x"]
     assert not MEASURED.findall("64x64 tiles, 32,764 bytes, sm_90a, N = 200")
+
+
+# ---------------------------------------------------------------------------------------
+# Verdicts: the report's own, and the benchmark's where it records one
+# ---------------------------------------------------------------------------------------
+def test_limits_are_the_benchmarks():
+    from benchmarks import w3_launch, w4_compile, w5_grouped_gemm
+
+    assert (host.W3_FLAT_LIMIT, host.W3_PLAIN_LIMIT) == (w3_launch.FLAT_LIMIT, w3_launch.REFERENCE_LIMIT)
+    assert [(num, den, limit) for _, num, den, limit in host.W4_TARGETS] == \
+        [(num, den, limit) for _, num, den, limit in w4_compile.TARGETS]
+    assert grouped_gemm.VARIANTS == w5_grouped_gemm.VARIANTS
+
+
+def test_w3_verdicts_agree_with_the_benchmark(results):
+    recorded = results["W3"]["config"]["verdicts"]
+    mine = {(v["convention"], v["row"]): v for v in host.w3_verdicts(results)}
+    assert recorded
+    for r in recorded:
+        if r["status"] == "NOT MEASURED":
+            continue
+        row, what = r["target"].split(": ")
+        v = mine[(r["convention"], row)]
+        value, limit = (v["growth"], host.W3_FLAT_LIMIT) if "N=64" in what else (v["vs_plain"], host.W3_PLAIN_LIMIT)
+        assert value == pytest.approx(r["ratio"], abs=1e-3) and limit == r["limit"]
+        assert (value <= limit) == (r["status"] == "MET"), r
+
+
+def test_w4_verdicts_agree_with_the_benchmark(results):
+    recorded = results["W4"]["config"]["verdicts"]
+    mine = host.w4_verdicts(results)
+    assert len(recorded) == len(mine)
+    for r, v in zip(recorded, mine):
+        assert v["ratio"] == pytest.approx(r["ratio"], abs=1e-3) and v["limit"] == r["limit"]
+        assert v["met"] == (r["status"] == "MET"), (r, v)
+
+
+def test_w5_targets_agree_with_the_benchmark(results):
+    """The benchmark writes its verdicts into the JSON's notes, e.g.
+    `S3 gcdsl fp16 vs upstream fp16 0.97x >= 1.00x MISSED`."""
+    recorded = [n for n in results["W5"]["notes"] if n.endswith((" met", " MISSED"))]
+    mine = grouped_gemm.targets(results)
+    assert len(recorded) == len(mine)
+    for note, t in zip(recorded, mine):
+        assert note.startswith(t["shape"] + " ")
+        assert f">= {t['limit_text']}" in note and t["text"] in note, (note, t)
+        assert note.endswith(" met") == t["met"], (note, t)
+
+
+def test_w5_verdicts_follow_the_numbers(results):
+    changed = copy.deepcopy(results)
+    before = {(t["shape"], t["kind"]): t["met"] for t in grouped_gemm.targets(changed)}
+    for r in changed["W5"]["results"]:
+        if r.get("variant") == "upstream_fp16" and r.get("status") == "OK":
+            r["ms"]["median"] *= 10  # upstream ten times slower: every upstream target met
+        if r.get("variant") == "gcdsl_bf16" and "hbm_fraction" in r:
+            r["hbm_fraction"] = 0.5  # every bandwidth target missed
+    after = {(t["shape"], t["kind"]): t["met"] for t in grouped_gemm.targets(changed)}
+    assert set(before) == set(after)
+    assert all(after[k] for k in after if k[1] == "upstream")
+    assert not any(after[k] for k in after if k[1] == "hbm")
+    text = grouped_gemm.region_w5_targets(changed)
+    assert "against upstream" not in text.split("Missed:")[-1]
+    assert all(f"**{s}, gcdsl bf16: bytes of B" in text for s, kind in after if kind == "hbm")
+
+
+def test_every_met_target_says_so(results):
+    changed = copy.deepcopy(results)
+    for r in changed["W5"]["results"]:
+        if r.get("variant") in ("upstream_fp16", "torch_bf16") and r.get("status") == "OK":
+            r["ms"]["median"] *= 10
+        if r.get("variant") == "gcdsl_bf16" and "hbm_fraction" in r:
+            r["hbm_fraction"] = 0.99
+    assert grouped_gemm.region_w5_targets(changed).endswith("Every target is met.")
+
+
+# ---------------------------------------------------------------------------------------
+# Before and after packing (git history)
+# ---------------------------------------------------------------------------------------
+def test_packing_region_keeps_its_text_without_git_history(results):
+    with open(report.FILES[1]) as f:
+        text = f.read()
+    assert "packing" in report.regions_in(text)
+    without = {k: v for k, v in results.items() if k != "previous"}
+    assert descriptors.region_packing(without) is None
+
+    def packing_body(t):
+        return [m.group("body") for m in report.REGION.finditer(t) if m.group("name") == "packing"]
+
+    marked = text.replace("Largest change:", "Largest change (as committed):")
+    assert packing_body(report.render(marked, without)) == packing_body(marked)
+
+
+def test_packing_compares_with_the_baseline_commit(results):
+    if "previous" not in results:
+        pytest.skip(f"commit {descriptors.PACKING_BASELINE[:7]} is not reachable through git here")
+    text = descriptors.region_packing(results)
+    assert f"`{descriptors.PACKING_BASELINE[:7]}`" in text
+    changed = copy.deepcopy(results)
+    row = next(r for r in changed["W1"]["results"] if r["variant"] == "gcdsl" and r["n"] == 64)
+    row["ns_per_load"]["median"] *= 1.5
+    assert re.search(r"Largest change: \+50\.\d%", descriptors.region_packing(changed))
+
+
+# ---------------------------------------------------------------------------------------
+# Nsight Compute text reports
+# ---------------------------------------------------------------------------------------
+NCU_TEXT = """==PROF== Connected to process 1 (python)
+  kernel_x (132, 1, 1)x(384, 1, 1), Context 1, Stream 7, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    SM Frequency                    Ghz         1.53
+    Elapsed Cycles                cycle    1,941,538
+    Duration                         ms         1.25
+    DRAM Throughput                   %        22.16
+    ----------------------- ----------- ------------
+
+    Section: Memory Workload Analysis
+    -------------------------------------- ----------- ------------
+    Local Memory Spilling Request Overhead           %      no data
+    Memory Throughput                          Tbyte/s         4.07
+    Cluster Scheduling Policy                           PolicySpread
+"""
+
+
+def test_ncu_text_is_read_with_its_units():
+    r = ncu.parse(NCU_TEXT)
+    assert r["kernel"] == "kernel_x"
+    assert ncu.metric(r, "GPU Speed Of Light Throughput", "Elapsed Cycles") == ("cycle", 1941538.0)
+    assert ncu.scaled(r, "GPU Speed Of Light Throughput", "Duration") == pytest.approx(1.25e-3)
+    assert ncu.scaled(r, "GPU Speed Of Light Throughput", "SM Frequency") == pytest.approx(1.53e9)
+    assert ncu.percent(r, "GPU Speed Of Light Throughput", "DRAM Throughput") == pytest.approx(0.2216)
+    assert ncu.bytes_per_second(r, "Memory Workload Analysis", "Memory Throughput") == pytest.approx(4.07e12)
+    with pytest.raises(KeyError, match="no data"):
+        ncu.metric(r, "Memory Workload Analysis", "Local Memory Spilling Request Overhead")
+    with pytest.raises(KeyError, match="Cluster Scheduling Policy"):
+        ncu.metric(r, "Memory Workload Analysis", "Cluster Scheduling Policy")  # not a number
+    with pytest.raises(ncu.NcuError):
+        ncu.parse("==PROF== nothing profiled\n")
+
+
+def test_committed_ncu_reports_are_read(results):
+    for (shape, dtype), r in results["ncu"].items():
+        assert shape in results["W5"]["config"]["shapes"] and dtype in ("bf16", "fp16")
+        assert "grouped_gemm" in r["kernel"].lower()  # the profile is of gcdsl's kernel
+        assert 0 < ncu.percent(r, grouped_gemm.SOL, "Compute (SM) Throughput") <= 1
