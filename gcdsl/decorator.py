@@ -129,7 +129,7 @@ class Kernel:
                 continue
         return lowered
 
-    # -- checks on the host    # -- checks on the host ----------------------------------------------------------
+    # -- checks on the host ----------------------------------------------------------
 
     def _check_literal_indices(self, param: Any, value: Any) -> None:
         """`P[-5]` on a list of 3: a gcdsl error at its line, not a bare IndexError."""
