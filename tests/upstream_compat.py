@@ -206,7 +206,8 @@ def status(o: Outcome) -> str:
     return "identical" if o.identical else "PTX differs"
 
 
-def markdown(outcomes: List[Outcome], wall: float, jobs: int) -> str:
+def markdown(outcomes: List[Outcome]) -> str:
+    """One row per example, then the counts."""
     rows = ["| example | arch | cute | gcdsl | PTX identical | s | gcdsl failure / skip reason |",
             "|---|---|---|---|---|---|---|"]
     for o in outcomes:
@@ -229,7 +230,7 @@ def markdown(outcomes: List[Outcome], wall: float, jobs: int) -> str:
     for o in outcomes:
         counts[status(o)] = counts.get(status(o), 0) + 1
     summary = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
-    return "\n".join(rows) + f"\n\n{len(outcomes)} examples: {summary}. Wall time {wall:.0f} s with {jobs} job(s).\n"
+    return "\n".join(rows) + f"\n\n{len(outcomes)} examples: {summary}.\n"
 
 
 def select(names: List[str], patterns: List[str]) -> List[str]:
@@ -256,7 +257,7 @@ def sweep(args) -> int:
             outcomes[o.name] = o
             print(f"[{len(outcomes)}/{len(names)}] {o.name}: {status(o)} ({o.seconds:g} s)", flush=True)
     ordered = [outcomes[n] for n in names]
-    report = markdown(ordered, time.monotonic() - start, args.jobs)
+    report = markdown(ordered) + f"Wall time {time.monotonic() - start:.0f} s, {args.jobs} example(s) at a time.\n"
     print(report)
     if args.report:
         with open(args.report, "w") as f:
