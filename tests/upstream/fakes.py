@@ -72,3 +72,11 @@ def pointer(dtype, align: int = 16, memspace=None):
     import cutlass.cute as cute
 
     return cute.runtime.make_ptr(dtype, 0, memspace or cute.AddressSpace.gmem, assumed_align=align)
+
+
+def scale_factors(dtype, mn: int, k: int, l: int, sf_vec_size: int, *, dynamic: bool = True):
+    """Block-scale factors in the tcgen05 atom layout the block-scaled GEMMs take:
+    logical (32, 4, mn/128, 4, sf_k/4, l) over storage (l, mn/128, sf_k/4, 32, 4, 4)."""
+    sf_k = -(-k // sf_vec_size)
+    shape = (32, 4, -(-mn // 128), 4, -(-sf_k // 4), l)
+    return tensor(dtype, shape, order=(2, 1, 4, 0, 3, 5), dynamic=dynamic)
