@@ -1,22 +1,27 @@
 """`@gcdsl.kernel`: desugar a kernel's source, then hand it to `cute.kernel`."""
 from __future__ import annotations
 
+import contextlib
 import inspect
-import linecache
 import os
 import sys
 import traceback
-from typing import Any, Callable, Dict, Optional
+import types
+from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 
 from . import frontend
-from .diagnostics import Diag, GcdslError, SourceLocation
+from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
 from .frontend.analysis import KernelAnalysis, ParamKind
 from .frontend.dump import register_source, render_with_line_map, synthetic_filename
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
-from .lower import param_budget, runtime
-from .lower.descriptors import check_descriptor_list
+from .lower import _dsl, param_budget, runtime
+from .lower.descriptors import descriptor_verdict
 from .lower.grid_constant import check_grid_constant_arg
+from .lower.launch_context import LaunchContext, NeedsLowering, launching
 from .lower.tensor_lists import lower_tensor_list
+
+# Options of `cute.kernel` itself, handed to it unchanged.
+DSL_OPTIONS = ("preprocess", "attributes", "is_experimental")
 
 
 class Kernel:
@@ -26,13 +31,16 @@ class Kernel:
     traces and compiles.
     """
 
-    def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None) -> None:
+    def __init__(self, func: Callable, *, check_bounds: Optional[bool] = None, binding: str = "function",
+                 dsl_options: Optional[Dict[str, Any]] = None) -> None:
+        self._binding = binding  # "function", "static" or "class": how attribute access binds it
         if check_bounds is None:
             check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
         self.check_bounds = check_bounds
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
-        desugared = frontend.desugar(self._analysis, check_bounds=check_bounds)
+        self._dsl_options = dict(dsl_options or {})
+        desugared = frontend.desugar(self._analysis, check_bounds=check_bounds, kernel_options=self._dsl_options)
         self.desugared_source, self._line_map = render_with_line_map(desugared)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
@@ -41,6 +49,8 @@ class Kernel:
         self._signature = inspect.signature(func)
         self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno)
         self._dumped = False
+        # Tensor lists a runtime index has reached: lowered to a table from then on.
+        self._lowered: Set[str] = set()
         self._cute_kernel = self._materialize(func, desugared)
 
     def _materialize(self, func: Callable, desugared: frontend.Desugared) -> Any:
@@ -61,40 +71,123 @@ class Kernel:
         closure = [cell.cell_contents for cell in (func.__closure__ or ())]
         params = self._signature.parameters
         defaults = [params[name].default for name in desugared.defaulted_params]
-        return namespace[BIND_NAME](*closure, *defaults)
+        options = [self._dsl_options] if self._dsl_options else []
+        return namespace[BIND_NAME](*closure, *defaults, *options)
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        bound = self._signature.bind(*args, **kwargs)
-        for name, param in self._analysis.of_kind(ParamKind.GRID_CONSTANT_TENSOR).items():
-            if name in bound.arguments:
-                check_grid_constant_arg(bound.arguments[name], param=name,
-                                        location=self._analysis.source.location(param.node))
-        for name, param in self._analysis.runtime_indexed.items():
-            if name not in bound.arguments:
-                continue
-            location = self._analysis.source.location(param.node)
-            if param.kind is ParamKind.DESCRIPTOR_LIST:
-                check_descriptor_list(bound.arguments[name], param=name, location=location)
-            elif param.kind is ParamKind.TENSOR_LIST:
-                bound.arguments[name] = lower_tensor_list(bound.arguments[name], param=name, location=location)
-        bound.apply_defaults()
-        param_budget.check(bound.arguments, kernel=self.__name__,
+    # -- calling -------------------------------------------------------------------------
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "_Launcher":
+        with self._errors_at_user_lines():
+            bound = self._signature.bind(*args, **kwargs)
+            for name, param in self._analysis.of_kind(ParamKind.GRID_CONSTANT_TENSOR).items():
+                if name in bound.arguments:
+                    check_grid_constant_arg(bound.arguments[name], param=name, location=self._param_location(name))
+            for name, param in self._analysis.params.items():
+                if name in bound.arguments:
+                    self._check_literal_indices(param, bound.arguments[name])
+            verdicts = {name: descriptor_verdict(bound.arguments.get(name), param=name)
+                        for name, param in self._analysis.indexed.items()
+                        if param.kind is ParamKind.DESCRIPTOR_LIST}
+            return _Launcher(self, bound, LaunchContext(self.__name__, verdicts))
+
+    def _dsl_launcher(self, bound: inspect.BoundArguments) -> Any:
+        """The DSL's launcher for `bound`, with every list a runtime index has reached lowered."""
+        arguments = dict(bound.arguments)
+        for name in self._lowered & arguments.keys():
+            arguments[name] = lower_tensor_list(arguments[name], param=name)
+        # Defaults are sized for the budget but not passed: the DSL names kernels after
+        # the arguments it is given, as under `@cute.kernel`.
+        with_defaults = inspect.BoundArguments(self._signature, dict(arguments))
+        with_defaults.apply_defaults()
+        param_budget.check(with_defaults.arguments, kernel=self.__name__,
                            location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)
-        return _Launcher(self._cute_kernel(*bound.args, **bound.kwargs), self._locate)
+        passed = inspect.BoundArguments(self._signature, arguments)
+        return self._cute_kernel(*passed.args, **passed.kwargs)
 
-    def _locate(self, err: GcdslError) -> GcdslError:
-        """Point an error raised while tracing the desugared kernel at the user's line."""
-        if err.location is not None:
-            return err
-        frames = traceback.extract_tb(err.__traceback__)
-        for frame in reversed(frames):
-            if frame.filename == self._filename and frame.lineno in self._line_map:
-                line = self._line_map[frame.lineno]
-                return err.at(SourceLocation(self._analysis.source.filename, line, _indent(self._analysis.source.filename, line)))
-        return err
+    def _lower_from_now_on(self, need: NeedsLowering, bound: inspect.BoundArguments) -> Any:
+        """A runtime index reached a tensor list in the DSL's form: lower it, for this
+        launch and every later one, and give the launcher to trace again."""
+        if need.param in self._lowered:
+            raise TypeError(f"gcdsl internal error: `{need.param}` was lowered and still reached as a list")
+        self._lowered.add(need.param)
+        try:
+            return self._dsl_launcher(bound)
+        except GcdslError as err:
+            self._lowered.discard(need.param)
+            site = self._user_place_in(need.__traceback__)
+            raise err.at(self._location(*site)) if site and err.location is None else err
+
+    # -- checks on the host ----------------------------------------------------------
+
+    def _check_literal_indices(self, param: Any, value: Any) -> None:
+        """`P[-5]` on a list of 3: a gcdsl error at its line, not a bare IndexError."""
+        if not isinstance(value, (list, tuple)):
+            return
+        for node, index in param.literals:
+            if not -len(value) <= index < len(value):
+                raise GcdslError(
+                    Diag.INDEX_OUT_OF_RANGE,
+                    f"`{param.name}[{index}]` is out of range: `{param.name}` holds {len(value)} entries",
+                    location=self._analysis.source.location(node),
+                    param=param.name,
+                    hint=f"use an index in [{-len(value)}, {len(value)})" if value else f"`{param.name}` is empty",
+                )
+
+    # -- errors at the user's lines ----------------------------------------------------
+
+    def _param_location(self, name: str) -> SourceLocation:
+        return self._analysis.source.location(self._analysis.params[name].node)
+
+    def _location(self, filename: str, line: int) -> SourceLocation:
+        return SourceLocation(filename, line, _indent(filename, line))
+
+    def _user_line(self, rendered_line: int) -> Optional[int]:
+        """The user's line for a line of the desugared text (a statement's continuation
+        lines belong to the statement)."""
+        starts = [n for n in self._line_map if n <= rendered_line]
+        return self._line_map[max(starts)] if starts else None
+
+    def _user_place_in(self, tb: Any) -> Optional[Tuple[str, int]]:
+        """The user's file and line of the innermost desugared frame in a traceback."""
+        for frame in reversed(traceback.extract_tb(tb)):
+            if frame.filename == self._filename:
+                line = self._user_line(frame.lineno)
+                if line is not None:
+                    return self._analysis.source.filename, line
+        return None
+
+    @contextlib.contextmanager
+    def _errors_at_user_lines(self) -> Iterator[None]:
+        """Errors raised while the desugared kernel is read or traced name the user's line."""
+        try:
+            yield
+        except NeedsLowering:
+            raise
+        except GcdslError as err:
+            place = None if err.location is not None else self._user_place_in(err.__traceback__)
+            located = err.at(self._location(*place)) if place else err
+            if located is err:
+                raise
+            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
+                raise located from err  # keep the chain through gcdsl and the DSL
+            raise located from None
+        except Exception as err:
+            place = self._user_place_in(err.__traceback__)
+
+            def user_place(filename: str, line: int) -> Optional[Tuple[str, int]]:
+                if filename == self._filename:
+                    mapped = self._user_line(line)
+                    return (self._analysis.source.filename, mapped) if mapped else None
+                return place if filename.startswith(_PACKAGE_DIR) else None
+
+            if not _dsl.relocate_dsl_error(err, user_place) and place and hasattr(err, "add_note"):
+                err.add_note(f"gcdsl: raised in kernel `{self.__name__}` at {place[0]}:{place[1]}")
+            raise
+
+    # -- the dump --------------------------------------------------------------------
 
     def _dump_once(self) -> None:
         if self._dumped:
@@ -111,48 +204,105 @@ class Kernel:
             with open(os.path.join(dump_dir, name), "w") as f:
                 f.write(self.desugared_source)
 
+    # -- what a function object offers -------------------------------------------------
+
+    def __get__(self, instance: Any, owner: Optional[type] = None) -> Any:
+        """Bind like the function `cute.kernel` returns: `self.kernel(...)` passes `self`."""
+        if self._binding == "static":
+            return self
+        if self._binding == "class":
+            return types.MethodType(self, owner if owner is not None else type(instance))
+        return self if instance is None else types.MethodType(self, instance)
+
+    def __getattr__(self, name: str) -> Any:
+        # What `cute.kernel` returns has an API of its own (`set_name_prefix`, ...): pass it through.
+        if name.startswith("__") or "_cute_kernel" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._cute_kernel, name)
+
     def __repr__(self) -> str:
         return f"<gcdsl.kernel {self.__qualname__}>"
 
 
 class _Launcher:
-    """What calling a kernel returns: the DSL's launcher, whose `launch` traces the
-    kernel; gcdsl errors raised while tracing get the user's line."""
+    """What calling a kernel returns: the DSL's launcher, whose `launch` traces the kernel.
 
-    def __init__(self, launcher: Any, locate: Callable[[GcdslError], GcdslError]) -> None:
-        self._launcher, self._locate = launcher, locate
+    A runtime index that reaches a tensor list still in the DSL's form stops the trace
+    (`NeedsLowering`); the half-built kernel is dropped and the launch traces again
+    with that list lowered.
+    """
+
+    def __init__(self, kernel: Kernel, bound: inspect.BoundArguments, context: LaunchContext) -> None:
+        self._kernel, self._bound, self._context = kernel, bound, context
+        with launching(context), kernel._errors_at_user_lines():
+            self._launcher = kernel._dsl_launcher(bound)
 
     def launch(self, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return self._launcher.launch(*args, **kwargs)
-        except GcdslError as err:
-            located = self._locate(err)
-            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
-                raise located from err  # keep the chain through gcdsl and the DSL
-            raise located from None
+        while True:
+            snapshot = _dsl.trace_snapshot()
+            try:
+                with launching(self._context), self._kernel._errors_at_user_lines():
+                    return self._launcher.launch(*args, **kwargs)
+            except NeedsLowering as need:
+                _dsl.abandon_trace(snapshot, self._launcher)
+                with launching(self._context), self._kernel._errors_at_user_lines():
+                    self._launcher = self._kernel._lower_from_now_on(need, self._bound)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._launcher, name)
 
 
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _indent(filename: str, line: int) -> int:
+    import linecache
+
     text = linecache.getline(filename, line)
     return len(text) - len(text.lstrip())
 
 
-def kernel(func: Optional[Callable] = None, *, check_bounds: Optional[bool] = None) -> Any:
+def kernel(func: Optional[Callable] = None, **options: Any) -> Any:
     """Decorator used where `@cute.kernel` was; see the package docstring.
 
-    `check_bounds=True` adds a device-side range check to every runtime index of a
-    descriptor list (a failed check prints the kernel, parameter and line, then
-    traps); `GCDSL_CHECK_BOUNDS=1` turns it on for kernels that do not say.
+    `check_bounds=True` adds a range check to every runtime index of a list
+    parameter (a failed check prints the kernel, parameter and line, then traps);
+    `GCDSL_CHECK_BOUNDS=1` turns it on for kernels that do not say. The options of
+    `cute.kernel` itself (`preprocess`, `attributes`, `is_experimental`) are handed
+    to it unchanged.
     """
-    if func is None:
-        return lambda f: Kernel(f, check_bounds=check_bounds)
-    if not callable(func):
+    unknown = sorted(set(options) - {"check_bounds", *DSL_OPTIONS})
+    if unknown:
         raise GcdslError(
             Diag.UNSUPPORTED_DECORATOR,
-            f"@gcdsl.kernel was given {type(func).__name__}, not a function",
-            hint="write `@gcdsl.kernel` or `@gcdsl.kernel(check_bounds=True)` above the kernel's `def`",
+            f"@gcdsl.kernel got unknown option{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(f'`{o}`' for o in unknown)}",
+            location=caller_location(),
+            hint=f"@gcdsl.kernel takes `check_bounds` and what cute.kernel takes: {', '.join(DSL_OPTIONS)}",
         )
-    return Kernel(func, check_bounds=check_bounds)
+    check_bounds = options.pop("check_bounds", None)
+    if func is None:
+        return lambda f: _decorate(f, check_bounds, options)
+    return _decorate(func, check_bounds, options)
+
+
+def _decorate(func: Any, check_bounds: Optional[bool], dsl_options: Dict[str, Any]) -> Kernel:
+    binding = "function"
+    if isinstance(func, (staticmethod, classmethod)):  # `@gcdsl.kernel` above `@staticmethod`
+        binding = "static" if isinstance(func, staticmethod) else "class"
+        func = func.__func__
+    if not inspect.isfunction(inspect.unwrap(func)):
+        raise GcdslError(
+            Diag.NOT_A_FUNCTION,
+            f"@gcdsl.kernel applies to a kernel's `def`, not to {_kind_of(func)}",
+            location=caller_location(),
+            hint="put @gcdsl.kernel directly above the kernel's `def` (for a kernel method, "
+                 "above the method's `def`)",
+        )
+    return Kernel(func, check_bounds=check_bounds, binding=binding, dsl_options=dsl_options)
+
+
+def _kind_of(obj: Any) -> str:
+    if inspect.isclass(obj):
+        return f"the class `{obj.__name__}`"
+    return f"a {type(obj).__name__}"

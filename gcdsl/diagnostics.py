@@ -8,10 +8,12 @@ free of `cutlass` imports: the front end raises these errors too.
 from __future__ import annotations
 
 import enum
+import functools
 import linecache
 import os
+import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 
 class Diag(enum.Enum):
@@ -100,12 +102,55 @@ class GcdslError(Exception):
         return "\n".join(parts)
 
 
-def check_constant_index(index: int, count: int, noun: str, origin: str) -> int:
+def check_constant_index(index: int, count: int, noun: str) -> int:
     """A trace-time index into a list of `count` entries, normalised to [0, count)."""
     if not -count <= index < count:
         raise GcdslError(
             Diag.INDEX_OUT_OF_RANGE,
-            f"index {index} is out of range for a list of {count} {noun} (at {origin})",
-            hint=f"use an index in [0, {count})",
+            f"index {index} is out of range for a list of {count} {noun}",
+            hint=f"use an index in [{-count}, {count})" if count else "the list is empty",
         )
     return index % count
+
+
+def describe_value(value: object) -> str:
+    """`a Float32`, `a Tensor (Float16)`: what a user passed, in a few words."""
+    name = type(value).__name__
+    dtype = getattr(value, "dtype", None)
+    dtype_name = getattr(dtype, "__name__", None) or (str(dtype) if dtype is not None else None)
+    article = "an" if name[:1].lower() in "aeiou" else "a"
+    return f"{article} {name}" + (f" ({dtype_name})" if dtype_name and dtype_name != name else "")
+
+
+def located_at_caller(func: Callable) -> Callable:
+    """For host-side API functions: a `GcdslError` they raise without a location names
+    the line of the user's code that called them."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except GcdslError as err:
+            if err.location is not None:
+                raise
+            raise err.at(caller_location()) from None
+
+    return wrapper
+
+
+def caller_location() -> Optional[SourceLocation]:
+    """Where the user's code called into gcdsl: the innermost frame outside the package."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, _first_column(frame.f_code.co_filename, frame.f_lineno))
+
+
+def _first_column(filename: str, line: int) -> int:
+    text = linecache.getline(filename, line)
+    return len(text) - len(text.lstrip())
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import shutil
 import sys
@@ -26,6 +27,18 @@ def _batch_copy(n, kernel="runtime"):
 
         fn = {"runtime": bc.batch_copy, "reduce": bc.batch_add, "chain": bc.batch_copy_constant_chain}[kernel]
         return fn, bc.fake_args(n)
+
+    return build
+
+
+def _crossed(n):
+    def build():
+        import cutlass
+        import cutlass.cute as cute
+        from tests.kernels import batch_copy as bc
+
+        srcs, dsts, pick = bc.fake_args(n)
+        return bc.crossed_copy, (srcs, dsts, pick, cute.runtime.make_fake_compact_tensor(cutlass.Int32, (n,), assumed_align=4))
 
     return build
 
@@ -85,7 +98,7 @@ def _multicast():
     fake = cute.runtime.make_fake_compact_tensor
     srcs = [fake(mc.DTYPE, (256, 128), stride_order=(1, 0), assumed_align=16) for _ in range(4)]
     return mc.multicast, (srcs, fake(cutlass.Int32, (8,), assumed_align=4),
-                          fake(mc.DTYPE, (16, 128), stride_order=(1, 0), assumed_align=16))
+                          fake(mc.DTYPE, (16, *mc.TILE), stride_order=(2, 1, 0), assumed_align=16))
 
 
 def _grouped(groups):
@@ -101,6 +114,12 @@ def _grouped(groups):
         return gr.grouped, (gcdsl.grid_constant(tasks), srcs, outs)
 
     return build
+
+
+def _param_kinds():
+    from tests.kernels import param_kinds
+
+    return param_kinds.launch_every_kind, param_kinds.fake_args()
 
 
 def _dropin(case):
@@ -177,6 +196,7 @@ DROPIN_CASES = (
 )
 
 CASES = {
+    "param_kinds": _param_kinds,
     **{case: _dropin(case) for case in DROPIN_CASES},
     **{case: _runtime(case) for case in RUNTIME_CASES},
     "grouped_n40": _grouped(40),
@@ -186,6 +206,7 @@ CASES = {
     "table_gather": _table_gather,
     **{f"batch_copy_n{n}": _batch_copy(n) for n in (1, 3, 16, 64)},
     "batch_add_n16": _batch_copy(16, kernel="reduce"),
+    "crossed_n4": _crossed(4),
     "constant_chain_n3": _batch_copy(3, kernel="chain"),
     "wgmma_gemm": _gemm,
 }
@@ -213,10 +234,13 @@ def main() -> int:
     )
     import cutlass.cute as cute  # only now: the DSL reads the variables above on import
 
+    budgets = _record_parameter_budgets()
+
     for case in args.cases:
         # Dump names are cut to a fixed length, so cases can collide: one at a time.
         for stale in os.listdir(scratch):
             os.remove(os.path.join(scratch, stale))
+        budgets.clear()
         try:
             fn, fn_args = CASES[case]()
             cute.compile(fn, *fn_args)
@@ -227,6 +251,8 @@ def main() -> int:
                 f.write(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
             print(f"FAILED {case} for {args.arch} under {args.decorator}: {type(err).__name__}", flush=True)
             continue
+        with open(os.path.join(args.out, case + ".param_bytes.json"), "w") as f:
+            json.dump(budgets, f)
         for path in os.listdir(scratch):
             for ext in (".ptx", ".sass"):
                 if path.endswith(ext):
@@ -234,6 +260,22 @@ def main() -> int:
         print(f"compiled {case} for {args.arch} under {args.decorator}", flush=True)
     shutil.rmtree(scratch, ignore_errors=True)
     return 0
+
+
+def _record_parameter_budgets() -> dict:
+    """The parameter bytes gcdsl's budget check computed last for each kernel (a launch
+    that lowers a list checks again), so that tests can hold them against the PTX."""
+    from gcdsl.lower import param_budget
+
+    recorded: dict = {}
+    check = param_budget.check
+
+    def recording(arguments, *, kernel, **kwargs):
+        recorded[kernel] = param_budget.layout(arguments)[1]
+        return check(arguments, kernel=kernel, **kwargs)
+
+    param_budget.check = recording
+    return recorded
 
 
 def has_nvdisasm() -> bool:

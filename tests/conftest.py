@@ -70,6 +70,13 @@ class Compiled:
         with open(os.path.join(self.out_dir, case + ".ptx")) as f:
             return f.read()
 
+    def param_bytes(self, case: str) -> dict:
+        """What gcdsl's budget check computed for each kernel the case launches, by name."""
+        import json
+
+        with open(os.path.join(self.out_dir, case + ".param_bytes.json")) as f:
+            return json.load(f)
+
     def sass(self, case: str) -> str:
         path = os.path.join(self.out_dir, case + ".sass")
         if not os.path.exists(path):
@@ -80,26 +87,29 @@ class Compiled:
 
 @pytest.fixture(scope="session")
 def compile_cases(tmp_path_factory):
-    """compile_cases(arch, decorator, cases) -> Compiled, each set compiled once per session.
+    """compile_cases(arch, decorator, cases) -> Compiled; each case is compiled once per session
+    for each (arch, decorator), the ones not seen yet in one subprocess.
 
     With keep_going=True a failing case does not stop the others: asking for its
     PTX raises CaseFailed with its exception. sass=False keeps PTX only, faster.
     """
-    done = {}
+    out_dirs, done = {}, set()
 
     def run(arch: str, decorator: str, cases: tuple, keep_going: bool = False, sass: bool = True) -> Compiled:
-        key = (arch, decorator, cases, keep_going, sass)
-        if key not in done:
-            out = tmp_path_factory.mktemp(f"{arch}-{decorator}")
+        key = (arch, decorator, keep_going, sass)
+        if key not in out_dirs:
+            out_dirs[key] = tmp_path_factory.mktemp(f"{arch}-{decorator}")
+        todo = [c for c in cases if (*key, c) not in done]
+        if todo:
             env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
             proc = subprocess.run(
                 [sys.executable, "-m", "tests.compile_cases", "--arch", arch,
-                 "--decorator", decorator, "--out", str(out),
-                 *(["--keep-going"] if keep_going else []), *([] if sass else ["--no-sass"]), *cases],
+                 "--decorator", decorator, "--out", str(out_dirs[key]),
+                 *(["--keep-going"] if keep_going else []), *([] if sass else ["--no-sass"]), *todo],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
             )
             assert proc.returncode == 0, f"compile failed:\n{proc.stdout}\n{proc.stderr[-6000:]}"
-            done[key] = Compiled(str(out))
-        return done[key]
+            done.update((*key, c) for c in todo)
+        return Compiled(str(out_dirs[key]))
 
     return run

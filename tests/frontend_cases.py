@@ -233,7 +233,7 @@ def indexed_by_string(atoms: List[cute.CopyAtom], i: int):
 
 
 def grouped_tensors(coords: List[cute.Tensor], outs: Sequence[cute.Tensor], atoms: List[cute.CopyAtom], g: int):
-    """Tensor lists indexed at runtime: every subscript is lowered, literal ones too."""
+    """Tensor lists indexed at runtime: non-literal subscripts go through the lowering."""
     tiles = cute.zipped_divide(coords[g], (64, 64))
     first = outs[0]
     out = outs[g]

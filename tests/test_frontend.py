@@ -55,7 +55,7 @@ def test_line_map_points_each_statement_at_its_origin(case):
         if origin:
             assert line_map[number] == int(origin.group(1)), (number, line)
             checked += 1
-    assert checked or "__gcdsl__.runtime_atom" not in text
+    assert checked or "__gcdsl__.param_desc_ptr" not in text
 
 
 @pytest.mark.parametrize("case", sorted(frontend_cases.CASES))
@@ -68,11 +68,23 @@ def test_output_reparses_to_the_same_tree(case):
 
 def test_runtime_subscripts_rewritten_constant_ones_kept():
     text = frontend.desugar_function(frontend_cases.constants_only)
-    assert "__gcdsl__.runtime_atom" not in text
+    assert "__gcdsl__" not in text.split("\n", 2)[2]  # below the decorator: as written
     assert "atoms[0]" in text and "atoms[-1]" in text
     text = frontend.desugar_function(frontend_cases.copy_by_task)
-    assert "cute.copy(__gcdsl__.runtime_atom(atoms, task, origin='frontend_cases.py:" in text
+    # the three parts of a runtime pick: template, descriptor address, binding
+    assert "cute.copy(__gcdsl__.bind(atoms[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(atoms, task))" in text
     assert "atoms[task]" not in text
+
+
+def test_bounds_checks_wrap_the_index_of_every_site():
+    from gcdsl.frontend import analyze, capture, desugar, render
+
+    text = render(desugar(analyze(capture(frontend_cases.grouped_tensors)), check_bounds=True))
+    line = next(n for n, t in enumerate(open(frontend_cases.__file__).read().splitlines(), 1)
+                if "out = outs[g]" in t)
+    assert (f"__gcdsl__.tensor_from_table(outs, __gcdsl__.in_bounds(g, len(outs), "
+            f"'`outs` in kernel `grouped_tensors` at frontend_cases.py:{line}'))") in text
+    assert "__gcdsl__.param_desc_ptr(atoms, __gcdsl__.in_bounds(g, len(atoms)," in text
 
 
 def test_each_rewritten_statement_names_its_origin():
@@ -80,7 +92,7 @@ def test_each_rewritten_statement_names_its_origin():
     text = frontend.desugar_function(func)
     source_lines = open(frontend_cases.__file__).read().splitlines()
     for line in text.splitlines():
-        if "__gcdsl__.runtime_atom" in line:
+        if "__gcdsl__.bind" in line:
             origin = line.rsplit("# frontend_cases.py:", 1)[1]
             assert "[" in source_lines[int(origin) - 1], (line, source_lines[int(origin) - 1])
 

@@ -193,18 +193,42 @@ def test_runtime_indexed_multicast_load():
 
     from tests.kernels import multicast as mc
 
-    srcs = [torch.randn(256, 128, device="cuda") for _ in range(4)]
-    pick = torch.randint(0, 4, (8,), dtype=torch.int32)
-    out = torch.full((16, 128), float("nan"), device="cuda")
+    gen = torch.Generator().manual_seed(11)
+    srcs = [torch.randn(256, 128, generator=gen).cuda() for _ in range(4)]
+    pick = torch.randint(0, 4, (8,), dtype=torch.int32, generator=gen)
+    out = torch.full((16, *mc.TILE), float("nan"), device="cuda")
     mc.multicast([from_dlpack(s, assumed_align=16) for s in srcs], from_dlpack(pick.cuda(), assumed_align=4),
                  from_dlpack(out, assumed_align=16))
     torch.cuda.synchronize()
-    t = torch.arange(128)
     for b in range(16):
         tile, k = b // mc.CLUSTER, pick[b // mc.CLUSTER].item()
         r0, c0 = (tile % 4) * mc.TILE[0], (tile // 4) * mc.TILE[1]   # column-major tile order
-        want = srcs[k][r0 + t % mc.TILE[0], c0 + t // mc.TILE[0]]
-        assert torch.equal(out[b].cpu(), want.cpu()), f"CTA {b}"
+        want = srcs[k][r0:r0 + mc.TILE[0], c0:c0 + mc.TILE[1]]
+        assert torch.equal(out[b], want), f"CTA {b} (tile {tile}, source {k})"
+
+
+def test_loads_and_stores_picked_by_different_runtime_indices():
+    """A lowering that used one list's entry for the other, or the same index for both,
+    writes the wrong tiles here."""
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import from_dlpack
+
+    from tests.kernels import batch_copy as bc
+
+    n = 16
+    gen = torch.Generator().manual_seed(5)
+    load_pick = torch.randperm(n, dtype=torch.int32, generator=gen)
+    store_pick = torch.randperm(n, dtype=torch.int32, generator=gen)
+    assert not torch.equal(load_pick, store_pick)
+    srcs = [torch.randn(SHAPE, generator=gen).cuda() for _ in range(n)]
+    dsts = [torch.full(SHAPE, float("nan"), device="cuda") for _ in range(n)]
+    wrap = lambda ts: [from_dlpack(t, assumed_align=16) for t in ts]  # noqa: E731
+    args = (wrap(srcs), wrap(dsts), from_dlpack(load_pick.cuda(), assumed_align=4),
+            from_dlpack(store_pick.cuda(), assumed_align=4))
+    cute.compile(bc.crossed_copy, *args)(*args)
+    torch.cuda.synchronize()
+    bad = [i for i in range(n) if not torch.equal(dsts[store_pick[i]], srcs[load_pick[i]])]
+    assert not bad, f"slots {bad} differ"
 
 
 def test_grouped_copy_of_40_ragged_tensors():

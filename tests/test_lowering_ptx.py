@@ -127,3 +127,44 @@ def test_multicast_load_is_runtime_indexed_too(compile_cases):
     (instr,) = entry.instructions("cp.async.bulk.tensor")
     assert "multicast::cluster" in instr
     _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 1)
+
+
+def _descriptor_pick(entry: ptx.Entry, instr: str):
+    """(list's first parameter, stride, parameter the index was loaded from) of the
+    descriptor a TMA instruction uses, read off the PTX's data flow:
+
+        add.s64  D, OFF, BASE
+        mul.wide.s32  OFF, I, STRIDE        I: ld.global of the index tensor's parameter
+        cvta.param.u64  BASE, P             P: mov.b64 of the list's first parameter
+
+    Anything else between the index load and the instruction (an add, a xor, another
+    base) does not match and fails the test.
+    """
+    desc = re.search(r"\[(%rd\d+),\s*\{", instr).group(1)
+    add = re.fullmatch(r"add\.s64\s+%rd\d+,\s*(%rd\d+),\s*(%rd\d+);", entry.definition(desc))
+    assert add, entry.definition(desc)
+    defs = {reg: entry.definition(reg) for reg in add.groups()}
+    (mul,) = [d for d in defs.values() if d.startswith("mul.wide")]
+    (cvta,) = [d for d in defs.values() if d.startswith("cvta.param")]
+    index, stride = re.fullmatch(r"mul\.wide\.[su]32\s+%rd\d+,\s*(%r\d+),\s*(\d+);", mul).groups()
+    base = entry.definition(cvta.split(",")[1].strip(" ;"))
+    first = int(re.fullmatch(r"mov\.b64\s+%rd\d+,\s*\w+_param_(\d+);", base).group(1))
+    load = entry.definition(index)
+    assert load.startswith("ld.global"), f"index {index} is computed, not loaded: {load}"
+    address = re.search(r"\[(%rd\d+)\]", load).group(1)
+    source = int(re.search(r"_param_(\d+)\]", _trace_back(entry, address)).group(1))
+    return first, int(stride), source
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_each_tma_instruction_uses_its_own_list_entry_and_index(compile_cases, arch):
+    """crossed_kernel: loads[load_k] and stores[store_k], k read from two tensors.
+
+    Parameters: loads 0-3, stores 4-7 (static coordinates take none), load_pick 8,
+    store_pick 9. A lowering that took the wrong list, the wrong base entry, the
+    wrong stride or an altered index fails here."""
+    entry = ptx.single_entry(compile_cases(arch, "gcdsl", ("crossed_n4",)).ptx("crossed_n4"))
+    (load,) = entry.instructions("cp.async.bulk.tensor.2d.shared::cta.global")
+    (store,) = entry.instructions("cp.async.bulk.tensor.2d.global.shared::cta")
+    assert _descriptor_pick(entry, load) == (0, 128, 8)
+    assert _descriptor_pick(entry, store) == (4, 128, 9)

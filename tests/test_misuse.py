@@ -123,7 +123,7 @@ def test_constant_indices_and_len_stay_supported():
     assert "first = atoms[0]" in text and "last = atoms[-1]" in text
     assert "for k in range(len(atoms)):" in text
     analysis = frontend.analyze(frontend.capture(fc.constants_only))
-    assert not analysis.runtime_indexed
+    assert not analysis.indexed
 
 
 def test_allowed_uses_keep_their_form_and_only_runtime_indices_are_rewritten():
@@ -136,7 +136,7 @@ def test_allowed_uses_keep_their_form_and_only_runtime_indices_are_rewritten():
                  "for load, store in zip(loads, reversed(stores)):", "every = [atom for atom in stores[::2]]",
                  "second = loads[1:][0]"]:
         assert kept in text, kept
-    assert "helper(__gcdsl__.runtime_atom(loads, k, origin=" in text
+    assert "helper(__gcdsl__.bind(loads[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(loads, k)), src)" in text
 
 
 # ---------------------------------------------------------------------------------------

@@ -26,3 +26,25 @@ def test_user_decorator_above_and_static_methods_work():
     assert isinstance(wrapped.__wrapped__, gcdsl.Kernel)
     assert isinstance(stacking.Holder.static_kernel, gcdsl.Kernel)
     assert "def static_kernel(x: cute.Tensor):" in stacking.Holder.static_kernel.desugared_source
+
+
+def test_method_kernels_bind_like_functions():
+    import types
+
+    import gcdsl
+
+    obj = stacking.Scaler()
+    bound = obj.kernel
+    assert isinstance(bound, types.MethodType) and bound.__self__ is obj
+    assert isinstance(bound.__func__, gcdsl.Kernel)
+    assert isinstance(stacking.Scaler.kernel, gcdsl.Kernel)      # through the class: unbound
+    assert obj.static_below is stacking.Scaler.static_below       # @staticmethod below: never bound
+    assert obj.class_below.__self__ is stacking.Scaler            # @classmethod below: bound to the class
+    assert "@staticmethod" not in obj.static_below.desugared_source
+
+
+def test_the_dsl_kernel_api_passes_through():
+    kernel = stacking.Scaler.kernel
+    assert callable(kernel.set_name_prefix)                        # what cute.kernel returns has it
+    with pytest.raises(AttributeError):
+        kernel.no_such_attribute

@@ -17,7 +17,7 @@ def test_tutorial_01_and_source_dump(tmp_path):
     (dumped,) = os.listdir(tmp_path)
     assert dumped.startswith("batch_copy_kernel.01_batch_copy.py.")
     text = (tmp_path / dumped).read_text()
-    assert "@__gcdsl__.cute.kernel" in text and "__gcdsl__.runtime_atom(loads, k" in text
+    assert "@__gcdsl__.cute.kernel" in text and "__gcdsl__.param_desc_ptr(loads, k)" in text
     assert "# ---- gcdsl: desugared" in proc.stderr and text in proc.stderr  # GCDSL_DUMP=1
     if has_gpu():
         assert "bit-exact" in proc.stdout
@@ -36,6 +36,6 @@ def test_tutorial_02_megakernel():
     if has_gpu():
         assert "bit-exact" in proc.stdout
     else:
-        assert "tasks = __gcdsl__.grid_constant_tensor(tasks" in proc.stdout
+        assert "tasks = __gcdsl__.table_view(tasks, __gcdsl__.param_space_ptr(tasks))" in proc.stdout
         assert "64 x 128 B" in proc.stdout  # 32 load + 32 store descriptors, adjacent
         assert "2 cp.async.bulk.tensor" in proc.stdout

@@ -8,7 +8,7 @@ from gcdsl import Diag, GcdslError
 from tests.kernels import batch_copy, mismatch
 
 
-def test_atom_type_mismatch_names_file_line_param_position_and_types():
+def test_atom_mismatch_names_the_runtime_pick_the_entry_and_the_property():
     with pytest.raises(GcdslError) as info:
         cute.compile(mismatch.mixed_tiles, *mismatch.fake_sources())
     err = info.value
@@ -16,10 +16,10 @@ def test_atom_type_mismatch_names_file_line_param_position_and_types():
     assert err.param == "loads"
     assert err.location.filename == batch_copy.__file__
     line = open(batch_copy.__file__).read().splitlines()[err.location.line - 1]
-    assert "loads: List[cute.CopyAtom]" in line
+    assert "loads[k]" in line  # the first runtime pick, where one template must serve all
     text = str(err)
-    assert "`loads[2]` differs from `loads[0]`" in text
-    assert "copy_bits = 131072" in text and "copy_bits = 65536" in text  # both types shown
+    assert "`loads[2]` and `loads[0]` differ in shared-memory layout" in text
+    assert '"(32,64):(64,1)"' in text and '"(64,64):(64,1)"' in text  # both values shown
 
 
 def test_empty_list_is_rejected():
@@ -35,7 +35,7 @@ def test_desugared_source_is_what_the_dsl_reads():
     wrapped = kernel._cute_kernel
     func = getattr(wrapped, "__wrapped__", None) or getattr(wrapped, "func", None) or wrapped
     assert inspect.getsource(func).strip() in kernel.desugared_source
-    assert "__gcdsl__.runtime_atom(loads, k" in inspect.getsource(func)
+    assert "__gcdsl__.param_desc_ptr(loads, k)" in inspect.getsource(func)
 
 
 def test_closures_and_computed_defaults_reach_the_desugared_kernel():

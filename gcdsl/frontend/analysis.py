@@ -2,9 +2,10 @@
 
 Annotations are read syntactically, so the front end needs no `cutlass` import:
 `List[cute.CopyAtom]`, `list[CopyAtom]`, `typing.Sequence[cute.CopyAtom]` and the
-like all name a list of copy atoms. An index is *constant* when it is an integer
-literal; anything else may be a runtime value and goes through the lowering,
-which still treats a Python `int` at trace time exactly as before.
+like all name a list of copy atoms. Every subscript of a list parameter whose index is
+not an integer literal is rewritten: whether the index is a runtime value is known only
+while the kernel is traced (a `range_constexpr` variable or a `Constexpr` parameter is a
+Python `int` then), and the lowering decides there.
 
 What a kernel may do with a descriptor list
 -------------------------------------------
@@ -14,7 +15,8 @@ own code (its body, comprehensions and generator expressions included) a
 descriptor-list parameter `P` may appear only as:
 
     P[0], P[-1]       an integer literal index: the DSL's own atom, left as written
-    P[expr]           any other index: rewritten to `__gcdsl__.runtime_atom(P, expr, ...)`
+    P[expr]           any other index: rewritten to pick through the lowering
+                      (`__gcdsl__.bind(P[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(P, expr))`)
     P[a:b]            a slice, consumed where it stands: iterated, passed to `len()`,
                       indexed with an integer literal or sliced again
                       (`for a in P[1:]`, `len(P[::2])`, `P[1:][0]`)
@@ -81,12 +83,12 @@ class ParamKind(enum.Enum):
 
 @dataclass
 class IndexSite:
-    """One `param[index]` read that the lowering rewrites: every non-literal index, and
-    for a tensor list the literal ones too (the whole list changes representation)."""
+    """One read of a list parameter that the lowering rewrites: `param[index]` with a
+    non-literal index, or `param[a:b]` with a non-literal bound (`is_slice`)."""
 
     param: str
     node: ast.Subscript
-    constant: bool = False
+    is_slice: bool = False
 
 
 @dataclass
@@ -95,6 +97,7 @@ class LoweredParam:
     kind: ParamKind
     node: ast.arg
     sites: List[IndexSite] = field(default_factory=list)
+    literals: List[Tuple[ast.Subscript, int]] = field(default_factory=list)  # `P[3]`, checked on the host
 
 
 @dataclass
@@ -103,9 +106,9 @@ class KernelAnalysis:
     params: Dict[str, LoweredParam]
 
     @property
-    def runtime_indexed(self) -> Dict[str, LoweredParam]:
-        """Lists with at least one runtime index: these change representation."""
-        return {n: p for n, p in self.params.items() if any(not s.constant for s in p.sites)}
+    def indexed(self) -> Dict[str, LoweredParam]:
+        """Lists with at least one non-literal index: a runtime pick may reach them."""
+        return {n: p for n, p in self.params.items() if any(not s.is_slice for s in p.sites)}
 
     def of_kind(self, kind: ParamKind) -> Dict[str, LoweredParam]:
         return {n: p for n, p in self.params.items() if p.kind is kind}
@@ -301,6 +304,7 @@ class _ListUses:
         self.parents: Dict[int, ast.AST] = {}
         self.problems: List[Tuple[Tuple[int, int, int], tuple]] = []  # (where, what): made on raising
         self.sites: List[IndexSite] = []
+        self.literals: List[Tuple[str, ast.Subscript, int]] = []
 
     def run(self) -> None:
         fn = self.source.tree
@@ -316,6 +320,8 @@ class _ListUses:
             raise GcdslError(diag, message, location=location, param=param, hint=hint)
         for site in self.sites:
             self.params[site.param].sites.append(site)
+        for name, node, index in self.literals:
+            self.params[name].literals.append((node, index))
 
     # -- reporting ---------------------------------------------------------------------
 
@@ -442,11 +448,14 @@ class _ListUses:
                             hint="build the list on the host, before the launch")
                 return
             if isinstance(parent.slice, ast.Slice):  # still a list: look at what takes it
+                bounds = [b for b in (parent.slice.lower, parent.slice.upper, parent.slice.step) if b is not None]
+                if expr is node and not all(is_constant_index(b) for b in bounds):
+                    self.sites.append(IndexSite(name, parent, is_slice=True))
                 expr, parent = parent, self.parents.get(id(parent))
                 continue
             if is_constant_index(parent.slice):
-                if expr is node and self.params[name].kind is ParamKind.TENSOR_LIST:
-                    self.sites.append(IndexSite(name, parent, constant=True))
+                if expr is node:
+                    self.literals.append((name, parent, ast.literal_eval(parent.slice)))
                 return
             if isinstance(parent.slice, ast.Tuple) or (
                     isinstance(parent.slice, ast.Constant) and type(parent.slice.value) not in (int, bool)):

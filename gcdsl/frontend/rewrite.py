@@ -1,9 +1,11 @@
 """AST rewriting: from the user's kernel to ordinary CuTe DSL code.
 
 Rewrites are small source templates whose UPPERCASE placeholders are replaced by
-the user's own nodes, so each one reads as the code it produces:
+the user's own nodes, so each one reads as the code it produces. A runtime pick
+from a descriptor list names its three parts, the template atom, the descriptor's
+address in parameter space and the binding of the two:
 
-    atoms[i]   ->   __gcdsl__.runtime_atom(atoms, i, origin='k.py:12')
+    loads[k]   ->   __gcdsl__.bind(loads[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(loads, k))
 
 `__gcdsl__` is `gcdsl.lower.runtime`, bound in the kernel's globals. Everything
 else in the kernel is left as written.
@@ -13,7 +15,7 @@ from __future__ import annotations
 import ast
 import copy
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Any, Dict, List, Optional
 
 from .analysis import KernelAnalysis, ParamKind
 
@@ -23,33 +25,46 @@ BIND_NAME = "__gcdsl_bind__"
 # The CuTe DSL recognises its decorators by attribute name (`kernel`, `jit`) when it
 # re-reads a kernel's source, so the desugared text carries the real one.
 DECORATOR_TEMPLATE = f"{RUNTIME_NAME}.cute.kernel"
+# Options for `cute.kernel` itself (`@gcdsl.kernel(preprocess=False)`) are written out as
+# keywords, since the DSL reads them from the source; a value that is not a literal
+# comes from the binding function's `__gcdsl_kernel_options__`.
+OPTIONS_NAME = "__gcdsl_kernel_options__"
 
-INDEX_TEMPLATES = {
-    ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN)",
-    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.runtime_tensor(PARAM, INDEX, origin=ORIGIN)",
+# `PARAM[INDEX]` with a non-literal index. A Python `int` at trace time picks the
+# entry itself, exactly as the DSL would.
+SITE_TEMPLATES = {
+    ParamKind.DESCRIPTOR_LIST:
+        f"{RUNTIME_NAME}.bind(PARAM[0], tma_desc_ptr={RUNTIME_NAME}.param_desc_ptr(PARAM, INDEX))",
+    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.tensor_from_table(PARAM, INDEX)",
 }
-# With bounds checks on (GCDSL_CHECK_BOUNDS=1 or @gcdsl.kernel(check_bounds=True)).
-CHECKED_INDEX_TEMPLATES = {
-    ParamKind.DESCRIPTOR_LIST: f"{RUNTIME_NAME}.runtime_atom(PARAM, INDEX, origin=ORIGIN, check_bounds=WHAT)",
-    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.runtime_tensor(PARAM, INDEX, origin=ORIGIN)",
-}
+# With bounds checks on (GCDSL_CHECK_BOUNDS=1 or @gcdsl.kernel(check_bounds=True)),
+# the index of every site is checked first.
+CHECKED_INDEX_TEMPLATE = f"{RUNTIME_NAME}.in_bounds(INDEX, len(PARAM), WHAT)"
+
+# `PARAM[LOWER:UPPER:STEP]` with a non-literal bound: the bounds must be trace-time ints.
+SLICE_TEMPLATE = f"{RUNTIME_NAME}.static_slice(PARAM, LOWER, UPPER, STEP)"
 
 # What the kernel really receives, where the annotation says otherwise: the DSL
 # checks kernel arguments against their annotations.
 ANNOTATION_TEMPLATES = {
     ParamKind.GRID_CONSTANT_TENSOR: f"{RUNTIME_NAME}.GridConstantParam",
-    ParamKind.TENSOR_LIST: f"{RUNTIME_NAME}.TensorListParam",  # only where indexed at runtime
 }
 
-# Statements put at the top of the kernel body, one per parameter of the kind.
+# Statements put at the top of the kernel body: one per grid-constant table, and one
+# per list parameter with a rewritten subscript (it names the list for the lowering).
 PROLOGUE_TEMPLATES = {
-    ParamKind.GRID_CONSTANT_TENSOR: f"PARAM = {RUNTIME_NAME}.grid_constant_tensor(PARAM, param=NAME, origin=ORIGIN)",
+    ParamKind.GRID_CONSTANT_TENSOR: f"PARAM = {RUNTIME_NAME}.table_view(PARAM, {RUNTIME_NAME}.param_space_ptr(PARAM))",
+    ParamKind.DESCRIPTOR_LIST: f"PARAM = {RUNTIME_NAME}.descriptor_array(PARAM, NAME)",
+    ParamKind.TENSOR_LIST: f"PARAM = {RUNTIME_NAME}.tensor_table(PARAM, NAME)",
 }
 
 # Calls that read an atom's descriptor directly instead of through `cute.copy`: in a
-# kernel with runtime-indexed lists they go through gcdsl, which follows the pointer
-# of a runtime-picked atom and forwards any other atom unchanged.
-DESCRIPTOR_CALLS = {"prefetch_descriptor": f"{RUNTIME_NAME}.prefetch_descriptor"}
+# kernel with indexed lists they go through gcdsl, which follows the pointer of a
+# runtime-picked atom and forwards any other atom unchanged.
+DESCRIPTOR_CALLS = {
+    "prefetch_descriptor": f"{RUNTIME_NAME}.prefetch_descriptor",
+    "copy_tensormap": f"{RUNTIME_NAME}.copy_tensormap",
+}
 
 
 def from_template(template: str, at: ast.AST, **holes) -> ast.AST:
@@ -87,15 +102,14 @@ class Desugared:
     module: ast.Module
     function: ast.FunctionDef
     origins: Dict[int, str] = field(default_factory=dict)  # id(stmt) -> "file.py:LINE"
-    closure_names: List[str] = field(default_factory=list)
     defaulted_params: List[str] = field(default_factory=list)  # computed defaults, in order
 
 
 class _IndexRewriter(ast.NodeTransformer):
     def __init__(self, analysis: KernelAnalysis, check_bounds: bool) -> None:
         self.analysis = analysis
-        self.templates = CHECKED_INDEX_TEMPLATES if check_bounds else INDEX_TEMPLATES
-        self.sites = {id(s.node): s for p in analysis.runtime_indexed.values() for s in p.sites}
+        self.check_bounds = check_bounds
+        self.sites = {id(s.node): s for p in analysis.params.values() for s in p.sites}
         self.rewritten_stmts: set = set()
         self._stmt_stack: List[ast.stmt] = []
 
@@ -129,20 +143,24 @@ class _IndexRewriter(ast.NodeTransformer):
         if site is None:
             return node
         param = self.analysis.params[site.param]
-        origin = self.analysis.source.location(node).short
-        new = from_template(
-            self.templates[param.kind],
-            at=node,
-            PARAM=site.param,
-            INDEX=node.slice,
-            ORIGIN=ast.Constant(origin),
-            WHAT=ast.Constant(f"`{site.param}` in kernel `{self.analysis.source.name}`"),
-        )
+        if site.is_slice:
+            bounds = node.slice
+            new = from_template(SLICE_TEMPLATE, at=node, PARAM=site.param,
+                                LOWER=bounds.lower or ast.Constant(None), UPPER=bounds.upper or ast.Constant(None),
+                                STEP=bounds.step or ast.Constant(None))
+        else:
+            index = node.slice
+            if self.check_bounds:
+                what = f"`{site.param}` in kernel `{self.analysis.source.name}` at {self.analysis.source.location(node).short}"
+                index = from_template(CHECKED_INDEX_TEMPLATE, at=node, INDEX=index, PARAM=site.param,
+                                      WHAT=ast.Constant(what))
+            new = from_template(SITE_TEMPLATES[param.kind], at=node, PARAM=site.param, INDEX=index)
         self.rewritten_stmts.add(id(self._stmt_stack[-1]))
         return new
 
 
-def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False) -> Desugared:
+def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False,
+            kernel_options: Optional[Dict[str, Any]] = None) -> Desugared:
     source = analysis.source
     fn = copy.deepcopy(source.tree)
     rewriter = _IndexRewriter(analysis, check_bounds)
@@ -155,26 +173,19 @@ def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False) -> Desugare
 
     params_by_name = {a.arg: a for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     for param in analysis.params.values():
-        lowered = param.kind is not ParamKind.TENSOR_LIST or param.name in analysis.runtime_indexed
-        if param.kind in ANNOTATION_TEMPLATES and lowered:
+        if param.kind in ANNOTATION_TEMPLATES:
             arg = params_by_name[param.name]
             arg.annotation = from_template(ANNOTATION_TEMPLATES[param.kind], at=arg.annotation)
     prologue = []
     for param in analysis.params.values():
-        template = PROLOGUE_TEMPLATES.get(param.kind)
-        if template is None:
+        if param.kind is not ParamKind.GRID_CONSTANT_TENSOR and not param.sites:
             continue
-        prologue.append(from_template(
-            template,
-            at=param.node,
-            PARAM=param.name,
-            NAME=ast.Constant(param.name),
-            ORIGIN=ast.Constant(source.location(param.node).short),
-        ))
+        prologue.append(from_template(PROLOGUE_TEMPLATES[param.kind], at=param.node,
+                                      PARAM=param.name, NAME=ast.Constant(param.name)))
     fn.body = _after_docstring(fn.body, prologue)
 
     def_origin = source.location(source.tree).short
-    fn.decorator_list = [from_template(DECORATOR_TEMPLATE, at=source.tree)]
+    fn.decorator_list = [_decorator(kernel_options or {}, at=source.tree)]
     origins = {id(fn): f"{def_origin} (@gcdsl.kernel)"}
     for stmt in ast.walk(fn):
         if id(stmt) in rewriter.rewritten_stmts:
@@ -185,16 +196,29 @@ def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False) -> Desugare
     defaulted = _lift_defaults(fn)
     closure_names = list(source.func.__code__.co_freevars)
     body: List[ast.stmt] = [fn]
-    if closure_names or defaulted:
+    options = [OPTIONS_NAME] if kernel_options else []
+    if closure_names or defaulted or options:
         # Closures and computed defaults belong to the enclosing scope; a binding
         # function takes their values so the desugared def can be executed anew.
-        bind_params = ", ".join(closure_names + [default_name(p) for p in defaulted])
+        bind_params = ", ".join(closure_names + [default_name(p) for p in defaulted] + options)
         factory = _placed(ast.parse(f"def {BIND_NAME}({bind_params}):\n    return {fn.name}").body[0], source.tree)
         factory.body.insert(0, fn)
         body = [factory]
     module = ast.Module(body=body, type_ignores=[])
     ast.fix_missing_locations(module)
-    return Desugared(module, fn, origins, closure_names, defaulted)
+    return Desugared(module, fn, origins, defaulted)
+
+
+def _decorator(options: Dict[str, Any], at: ast.AST) -> ast.expr:
+    decorator = from_template(DECORATOR_TEMPLATE, at=at)
+    if not options:
+        return decorator
+    keywords = []
+    for name, value in options.items():
+        literal = value is None or isinstance(value, (bool, int, float, str))
+        keywords.append(ast.keyword(arg=name, value=ast.Constant(value) if literal else
+                                    ast.Subscript(ast.Name(OPTIONS_NAME, ast.Load()), ast.Constant(name), ast.Load())))
+    return _placed(ast.Call(func=decorator, args=[], keywords=keywords), at)
 
 
 def _after_docstring(body: List[ast.stmt], inserted: List[ast.stmt]) -> List[ast.stmt]:

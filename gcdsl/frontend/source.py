@@ -85,6 +85,10 @@ def capture(func: Callable) -> KernelSource:
     return source
 
 
+# Below @gcdsl.kernel these only say how the kernel binds as a class attribute.
+_METHOD_KINDS = ("staticmethod", "classmethod")
+
+
 def _decorator_name(node: ast.expr) -> str:
     target = node.func if isinstance(node, ast.Call) else node
     return ast.unparse(target)
@@ -143,7 +147,7 @@ def _check_decorators(source: KernelSource) -> None:
                 location=source.location(d),
                 hint=f"remove `@{name}`",
             )
-        if ours and i > ours[-1]:
+        if ours and i > ours[-1] and name not in _METHOD_KINDS:
             raise GcdslError(
                 Diag.UNSUPPORTED_DECORATOR,
                 f"`@{name}` is applied before `@gcdsl.kernel`, which must see the plain function",

@@ -7,7 +7,9 @@ nothing else.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import re
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
@@ -17,6 +19,7 @@ from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
 from cutlass._mlir.dialects import llvm, scf
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
+from cutlass.base_dsl.common import DSLBaseError
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError
@@ -76,17 +79,16 @@ class BoundCopyAtom(cute.CopyAtom):
     only `_unpack`, where `cute.copy` turns an atom into an executable one, differs.
     """
 
-    def __init__(self, template: cute.CopyAtom, desc_ptr: Pointer, origin: str = "") -> None:
+    def __init__(self, template: cute.CopyAtom, desc_ptr: Pointer) -> None:
         super().__init__(template.op, template._trait)
         self.desc_ptr = desc_ptr
-        self.origin = origin
 
     def _unpack(self, *, loc=None, ip=None, **kwargs):
-        _check_no_desc_ptr(kwargs, self.origin)
+        _check_no_desc_ptr(kwargs)
         return self._trait.unpack(loc=loc, ip=ip, tma_desc_ptr=self.desc_ptr, **kwargs)
 
     def with_(self, *, loc=None, ip=None, **kwargs):
-        _check_no_desc_ptr(kwargs, self.origin)
+        _check_no_desc_ptr(kwargs)
         return cute.CopyAtom(self.op, self._trait.with_(loc=loc, ip=ip, tma_desc_ptr=self.desc_ptr, **kwargs))
 
     # The pointer travels with the atom's own values, so an atom rebound in a
@@ -98,17 +100,159 @@ class BoundCopyAtom(cute.CopyAtom):
         template = cute.CopyAtom(self.op, self._trait)
         n = len(extract_mlir_values(template))
         template = template.__new_from_mlir_values__(values[:n])
-        return BoundCopyAtom(template, new_from_mlir_values(self.desc_ptr, values[n:]), self.origin)
+        return BoundCopyAtom(template, new_from_mlir_values(self.desc_ptr, values[n:]))
 
 
-def _check_no_desc_ptr(kwargs: dict, origin: str) -> None:
+def _check_no_desc_ptr(kwargs: dict) -> None:
     if kwargs.get("tma_desc_ptr") is not None:
         raise GcdslError(
             Diag.DESC_PTR_CONFLICT,
-            f"an atom picked by a runtime index (at {origin}) already carries its "
-            "descriptor pointer; `tma_desc_ptr=` would silently replace it",
+            "an atom picked by a runtime index already carries its descriptor pointer; "
+            "`tma_desc_ptr=` would silently replace it",
             hint="drop `tma_desc_ptr=`, or index the list with a constant",
         )
+
+
+def tma_atom_signature(atom: cute.CopyAtom) -> Optional[Dict[str, str]]:
+    """On the host: what a TMA atom's descriptor is made of, property by property, or
+    None if the atom was not built by a `make_*tma*` op in the traced host function.
+
+    The printed atom type leaves out the shared-memory layout (and so the swizzle);
+    the op that built the atom has it as an operand. Everything that op was given
+    except the global tensor's address, extents and strides must match for one
+    template to describe two descriptors.
+    """
+    op = getattr(atom._trait.value, "owner", None)
+    name = getattr(op, "name", None)
+    if not isinstance(name, str) or "tma" not in name:
+        return None
+    gmem = str(op.operands[0].type)
+    signature = {
+        "copy op": name,
+        "element type": _memref_element(gmem),
+        "rank": str(_memref_rank(gmem)),
+    }
+    for position, operand in enumerate(op.operands[1:], start=1):
+        what = {1: "shared-memory layout (swizzle included)", 2: "CTA tile (TMA basis)"}.get(position, f"operand {position}")
+        signature[what] = str(operand.type)
+    signature["op attributes"] = ", ".join(sorted(f"{name} = {op.attributes[name]}" for name in op.attributes))
+    signature["atom type"] = str(atom._trait.value.type)
+    return signature
+
+
+def _memref_element(text: str) -> str:
+    match = re.match(r"!cute\.memref<([^,]+),", text)
+    return match.group(1) if match else text
+
+
+def _memref_rank(text: str) -> int:
+    match = re.search(r'"\(([^)"]*)\):', text)
+    return match.group(1).count(",") + 1 if match else -1
+
+
+def attach_table_spec(tensor: Any, spec: Any) -> None:
+    """Remember, on a DSL tensor viewing a grid-constant table, the table's host-side spec."""
+    tensor._gcdsl_spec = spec
+
+
+def table_spec(tensor: Any) -> Any:
+    """The spec `attach_table_spec` left on `tensor`, or None."""
+    return getattr(tensor, "_gcdsl_spec", None)
+
+
+# ---- kernel parameter layout -------------------------------------------------------
+
+_SCALAR_BYTES = {"i1": 1, "i8": 1, "i16": 2, "i32": 4, "i64": 8, "f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+_MMA_WITH_ACCUMULATE_FLAG = ("!cute_nvgpu.sm90.mma<",)
+_DYNAMIC_LEAF = re.compile(r"\?(\{[^}]*\})?")
+
+
+def param_layout(mlir_type: Any) -> Optional[Tuple[int, int]]:
+    """(bytes, alignment) that one kernel-argument value takes in the parameter buffer,
+    as the DSL lowers it; None for a type whose lowering is not known here.
+
+    Layout-algebra values travel as a struct of their dynamic leaves only (`?` is an
+    i32, `?{i64...}` an i64); a memref or pointer adds its 64-bit address first; a TMA
+    atom is its 128-byte descriptor; a Hopper WGMMA its accumulate flag; other atoms
+    and fully static values take nothing.
+    tests/test_param_layout.py holds these rules against the PTX of every compiled case.
+    """
+    text = str(mlir_type)
+    if text in _SCALAR_BYTES:
+        return _SCALAR_BYTES[text], _SCALAR_BYTES[text]
+    array = re.fullmatch(r"!llvm\.array<(\d+) x (?:vector<(\d+)xi32>|i(\d+))>", text)
+    if array:
+        count, lanes, bits = int(array.group(1)), array.group(2), array.group(3)
+        element = int(lanes) * 4 if lanes else int(bits) // 8
+        return count * element, element
+    if text.startswith("!cute_nvgpu.atom."):
+        return (DESCRIPTOR_BYTES, DESCRIPTOR_ALIGN) if "tma" in text else (0, 1)
+    if any(marker in text for marker in _MMA_WITH_ACCUMULATE_FLAG):
+        return 1, 1  # the MMA's runtime "accumulate" flag, an i1
+    if text.startswith(("!cute.", "!cute_nvgpu.")):
+        fields = [8] if text.startswith(("!cute.memref<", "!cute.ptr<")) else []
+        fields += [8 if (m.group(1) or "").startswith("{i64") else 4 for m in _DYNAMIC_LEAF.finditer(text)]
+        return _struct_layout(fields)
+    return None
+
+
+def _struct_layout(fields: list) -> Tuple[int, int]:
+    if not fields:
+        return 0, 1
+    offset = 0
+    for size in fields:
+        offset = -(-offset // size) * size + size
+    align = max(fields)
+    return -(-offset // align) * align, align
+
+
+# ---- abandoning a kernel trace ----------------------------------------------------
+
+def _dsl_instance() -> Any:
+    from cutlass.cutlass_dsl import CuTeDSL
+
+    return CuTeDSL._get_dsl()
+
+
+def trace_snapshot() -> Tuple[int, int]:
+    """The state a kernel trace adds to: kernels in the GPU module, the DSL's kernel counter."""
+    dsl = _dsl_instance()
+    module = getattr(dsl, "gpu_module", None)
+    ops = len(list(module.bodyRegion.blocks[0].operations)) if module is not None else 0
+    return ops, dsl.num_kernels
+
+
+def abandon_trace(snapshot: Tuple[int, int], launcher: Any) -> None:
+    """Undo a kernel trace that raised part-way: erase the half-built kernel, forget its
+    launcher (the DSL refuses launchers never launched) and its number."""
+    dsl = _dsl_instance()
+    ops_before, kernels_before = snapshot
+    module = getattr(dsl, "gpu_module", None)
+    if module is not None:
+        for op in list(module.bodyRegion.blocks[0].operations)[ops_before:]:
+            op.operation.erase()
+    pending = getattr(dsl, "_pending_launches", None)
+    if pending is not None and any(p is launcher for p in pending):
+        pending[:] = [p for p in pending if p is not launcher]
+    dsl.num_kernels = kernels_before
+
+
+def relocate_dsl_error(err: BaseException, where: Callable[[str, int], Optional[Tuple[str, int]]]) -> bool:
+    """Point a DSL error raised in desugared code at the user's file and line.
+
+    `where(filename, line)` maps a place in the desugared text to the user's, or
+    gives None. The error is re-rendered in place, so its type stays the DSL's.
+    """
+    if not isinstance(err, DSLBaseError) or not err.filename or not err.line:
+        return False
+    place = where(err.filename, err.line)
+    if place is None:
+        return False
+    err.filename, err.line = place
+    if hasattr(err, "col"):
+        err.col = err.end_col = None
+    err.args = (err._format_message(),)
+    return True
 
 
 # ---- grid-constant tables ------------------------------------------------------
@@ -149,6 +293,29 @@ def grid_constant_address(value: Any) -> Any:
     finally:
         ir.register_value_caster(ptr_typeid, replace=True)(_cute_core._Pointer)
     return cutlass.Int64(address)
+
+
+@contextlib.contextmanager
+def at_kernel_body_level() -> Iterator[None]:
+    """Emit ops directly in the kernel's body: here if tracing is there, else just
+    before the statement of the body (a loop, a branch) that encloses this point.
+
+    The DSL can only take a grid-constant parameter's address in the kernel's own
+    body (`get_grid_constant_pointer` wants a function as its parent), and a value
+    made there serves every later use, inside or after the region.
+    """
+    op = ir.InsertionPoint.current.block.owner.operation
+    enclosing = None
+    while op.parent is not None and op.parent.name not in _MODULE_OPS:
+        enclosing, op = op, op.parent
+    if enclosing is None:
+        yield
+        return
+    with ir.InsertionPoint(enclosing):
+        yield
+
+
+_MODULE_OPS = ("gpu.module", "builtin.module")
 
 
 def compiled_function_count() -> int:

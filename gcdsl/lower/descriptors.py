@@ -1,97 +1,161 @@
-"""Runtime-indexed descriptor lists: validation on the host, selection in the kernel.
+"""Runtime-indexed descriptor lists: checked on the host, picked in the kernel.
 
-A `List[cute.CopyAtom]` indexed at runtime stays the DSL's own list of atoms, so
-its N descriptors are N consecutive 128-byte grid-constant parameters. Entry 0
-serves as the compile-time *template* (op, dtype, box, swizzle, basis,
-partitioning) and entry `i` is reached as `cvta.param(entry 0) + i * 128`.
-That is only sound if every entry has the template's compile-time type, which
-`check_descriptor_list` enforces before anything is traced.
+A `List[cute.CopyAtom]` stays the DSL's own list of atoms, so its N descriptors are
+N consecutive 128-byte grid-constant parameters. A runtime index `k` picks one as
+
+    __gcdsl__.bind(loads[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(loads, k))
+
+entry 0 serves as the compile-time *template* (copy op, dtype, box, swizzle,
+partitioning) and its copies use the descriptor at `cvta.param(loads[0]) + k * 128`.
+That is sound only if every entry is a TMA atom that the template describes, which
+`descriptor_verdict` decides on the host, from how each atom was built, when the
+kernel is called. Whether the list is indexed at runtime at all is known only while
+the kernel is traced: a Python `int` index (a literal, a `range_constexpr` variable,
+a `Constexpr` parameter) is the entry itself, exactly as under `@cute.kernel`, and
+nothing is demanded of the entries.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
 
-from ..diagnostics import Diag, GcdslError, SourceLocation, check_constant_index
+from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
+from .launch_context import current_launch
 
 
-def check_descriptor_list(atoms: Any, *, param: str, location: Optional[SourceLocation]) -> None:
-    """Fail unless `atoms` is a non-empty list of TMA atoms sharing one compile-time type."""
+class DescriptorArray(list):
+    """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named."""
+
+    def __init__(self, atoms: Any, param: str) -> None:
+        super().__init__(atoms)
+        self.param = param
+
+    def __getitem__(self, index: Any) -> Any:
+        if not self:
+            raise GcdslError(Diag.EMPTY_LIST, f"`{self.param}` is empty: there is no descriptor to pick",
+                             param=self.param, hint="pass at least one TMA atom")
+        return super().__getitem__(index)
+
+
+def descriptor_array(atoms: Any, param: str) -> DescriptorArray:
+    """Kernel prologue: name the list, so that a runtime pick can be checked and explained."""
     if not isinstance(atoms, (list, tuple)):
         raise GcdslError(
             Diag.NOT_A_LIST,
-            f"`{param}` is annotated List[cute.CopyAtom] but received {type(atoms).__name__}",
-            location=location,
+            f"`{param}` is annotated List[cute.CopyAtom] but received {describe_value(atoms)}",
             param=param,
-            hint="pass a Python list of TMA atoms made by cpasync.make_tiled_tma_atom",
+            hint="pass a Python list of atoms (for TMA: element [0] of each pair that "
+                 "cpasync.make_tiled_tma_atom returns)",
         )
+    return DescriptorArray(atoms, param)
+
+
+def descriptor_verdict(atoms: Any, *, param: str) -> Optional[GcdslError]:
+    """On the host, when the kernel is called: the error a runtime pick from `atoms`
+    must raise, or None if one template describes every entry.
+
+    Entries are compared by how they were built (copy op, multicast, element type, box,
+    shared-memory layout with its swizzle, TMA basis), not by their printed type, which
+    leaves the swizzle out. The error is raised only if the kernel really indexes the
+    list at runtime: a list picked from by constants only may hold anything.
+    """
+    if not isinstance(atoms, (list, tuple)):
+        return None  # refused by the kernel's prologue, `descriptor_array`
     if not atoms:
-        raise GcdslError(
-            Diag.EMPTY_LIST,
-            f"`{param}` is empty: a runtime index needs at least one descriptor",
-            location=location,
-            param=param,
-            hint="pass at least one TMA atom",
-        )
+        return GcdslError(Diag.EMPTY_LIST, f"`{param}` is empty: a runtime index needs at least one descriptor",
+                          param=param, hint="pass at least one TMA atom")
+    signatures = []
     for position, atom in enumerate(atoms):
         if not _dsl.is_tma_atom(atom):
-            raise GcdslError(
+            return GcdslError(
                 Diag.NOT_A_TMA_ATOM,
-                f"`{param}[{position}]` is {_describe(atom)}, not a TMA copy atom",
-                location=location,
+                f"`{param}[{position}]` is {describe_value(atom)}, not a TMA copy atom",
                 param=param,
-                hint="runtime-indexed lists hold atoms from cpasync.make_tiled_tma_atom",
+                hint="a runtime-indexed list holds TMA atoms: take element [0] of the "
+                     "`(atom, coords)` pair that cpasync.make_tiled_tma_atom returns",
             )
-    template = _dsl.atom_type(atoms[0])
-    for position, atom in enumerate(atoms[1:], start=1):
-        if _dsl.atom_type(atom) != template:
-            raise GcdslError(
+        signature = _dsl.tma_atom_signature(atom)
+        if signature is None:
+            return GcdslError(
                 Diag.ATOM_TYPE_MISMATCH,
-                f"`{param}[{position}]` differs from `{param}[0]` in its compile-time type, "
-                f"so one template cannot serve both:\n"
-                f"    {param}[0]: {template}\n"
-                f"    {param}[{position}]: {_dsl.atom_type(atom)}",
-                location=location,
+                f"`{param}[{position}]` was not made by cpasync.make_tiled_tma_atom in this host "
+                "function, so gcdsl cannot check that the template describes its descriptor",
                 param=param,
-                hint="build every atom with the same copy op, dtype, tile, swizzle and "
-                "layout; atoms that must differ belong in separate lists",
+                hint="build every atom of a runtime-indexed list with make_tiled_tma_atom "
+                     "in the @cute.jit function that launches the kernel",
             )
+        signatures.append(signature)
+    for position, signature in enumerate(signatures[1:], start=1):
+        for prop, template_value in signatures[0].items():
+            if signature.get(prop) != template_value:
+                return GcdslError(
+                    Diag.ATOM_TYPE_MISMATCH,
+                    f"`{param}[{position}]` and `{param}[0]` differ in {prop}, so one template "
+                    f"cannot serve both:\n"
+                    f"    {param}[0]: {template_value}\n"
+                    f"    {param}[{position}]: {signature.get(prop)}",
+                    param=param,
+                    hint="build every atom of a runtime-indexed list with the same copy op, "
+                         "dtype, tile and shared-memory layout (swizzle included); atoms that "
+                         "must differ belong in separate lists",
+                )
+    return None
 
 
-def runtime_atom(atoms: Sequence[cute.CopyAtom], index: Any, origin: str,
-                 check_bounds: Optional[str] = None) -> cute.CopyAtom:
-    """`atoms[index]` inside a kernel, for an index that may be a runtime value.
+class _Entry:
+    """What `param_desc_ptr` gives for a trace-time `int` index: the entry itself."""
 
-    A Python `int` (a trace-time constant) gives back `atoms[index]` itself. A
-    runtime index gives the template atom bound to the descriptor at
-    `cvta.param(atoms[0]) + index * 128`.
+    def __init__(self, atom: Any) -> None:
+        self.atom = atom
+
+
+def param_desc_ptr(atoms: Any, index: Any) -> Any:
+    """The descriptor of `atoms[index]` in parameter space: `cvta.param(atoms[0]) + index * 128`.
+
+    A Python `int` index is a compile-time pick and stands for the entry itself.
     """
     if isinstance(index, int):
-        return atoms[check_constant_index(index, len(atoms), "atoms", origin)]
+        return _Entry(atoms[check_constant_index(index, len(atoms), "atoms")])
     if not isinstance(index, Integer):
-        raise GcdslError(
-            Diag.BAD_INDEX_TYPE,
-            f"a list of atoms is indexed with {_describe(index)} (at {origin})",
-            hint="index with an integer (cutlass.Int32) value",
-        )
-    if check_bounds is not None:
-        # One unsigned compare covers negative indices too; a failure prints and traps.
-        _dsl.trap_unless(
-            cutlass.Uint32(index) < cutlass.Uint32(len(atoms)),
-            f"gcdsl: index %d out of range [0, {len(atoms)}) for {check_bounds} at {origin}\n",
-            index,
-        )
-    template = atoms[0]
-    desc_ptr = _dsl.descriptor_at(_dsl.descriptor_base(template), index)
+        raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of atoms is indexed with {describe_value(index)}",
+                         param=getattr(atoms, "param", None),
+                         hint="index with an integer (cutlass.Int32) value")
+    param = getattr(atoms, "param", None)
+    verdict = current_launch().descriptor_verdict(param)
+    if verdict is not None:
+        raise verdict
+    base = _dsl.descriptor_base(atoms[0])
+    desc_ptr = _dsl.descriptor_at(base, index)
     # The DSL silently ignores a `tma_desc_ptr` that is not a Pointer: never hand it one.
     if not isinstance(desc_ptr, Pointer):
         raise TypeError(f"gcdsl internal error: descriptor pointer is {type(desc_ptr).__name__}")
-    return _dsl.BoundCopyAtom(template, desc_ptr, origin)
+    return desc_ptr
+
+
+def bind(template: cute.CopyAtom, *, tma_desc_ptr: Any) -> cute.CopyAtom:
+    """`template`, with its copies using the descriptor at `tma_desc_ptr`."""
+    if isinstance(tma_desc_ptr, _Entry):
+        return tma_desc_ptr.atom
+    return _dsl.BoundCopyAtom(template, tma_desc_ptr)
+
+
+def in_bounds(index: Any, count: int, what: str) -> Any:
+    """`index`, checked against `[0, count)`: at trace time for an `int`, else on the device,
+    where a failure prints `what` and the index, then traps."""
+    if isinstance(index, int):
+        return check_constant_index(index, count, "entries")
+    # One unsigned compare covers negative indices too.
+    _dsl.trap_unless(
+        cutlass.Uint32(index) < cutlass.Uint32(count),
+        f"gcdsl: index %d out of range [0, {count}) for {what}\n",
+        index,
+    )
+    return index
 
 
 def prefetch_descriptor(atom: cute.CopyAtom) -> None:
@@ -102,6 +166,14 @@ def prefetch_descriptor(atom: cute.CopyAtom) -> None:
         cpasync.prefetch_descriptor(atom)
 
 
-def _describe(value: Any) -> str:
-    dtype = getattr(value, "dtype", None)
-    return f"a {type(value).__name__}" + (f" ({dtype})" if dtype is not None else "")
+def copy_tensormap(atom: cute.CopyAtom, tensormap_ptr: Any) -> None:
+    """`cpasync.copy_tensormap`, refused for a runtime-picked atom (it would copy the template's)."""
+    if isinstance(atom, _dsl.BoundCopyAtom):
+        raise GcdslError(
+            Diag.DESC_PTR_CONFLICT,
+            "cpasync.copy_tensormap of an atom picked by a runtime index would copy the "
+            "template's descriptor, not the picked one",
+            hint="copy the 128 bytes at __gcdsl__.param_desc_ptr(list, index) yourself, or index "
+                 "the list with a constant",
+        )
+    cpasync.copy_tensormap(atom, tensormap_ptr)

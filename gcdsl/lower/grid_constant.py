@@ -4,9 +4,13 @@ On the host a `GridConstantTensor` holds the bytes (from a torch CPU tensor, a
 NumPy array or a nested sequence) and hands them to the compiled function at
 every launch, so the contents may change from launch to launch; the shape and
 dtype are compile-time facts. In the kernel the table is one `.param` array of
-its full size, and `grid_constant_tensor` views it as a `cute.Tensor` through a
-generic pointer into parameter space: a runtime-indexed read is one constant
-bank load (`LDC R, c[0x0][R+...]`), never a chain of selects.
+its full size; the kernel's prologue views it as a `cute.Tensor` through a
+generic pointer into parameter space,
+
+    tasks = __gcdsl__.table_view(tasks, __gcdsl__.param_space_ptr(tasks))
+
+so a runtime-indexed read is one constant bank load (`LDC R, c[0x0][R+...]`),
+never a chain of selects.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ import numpy as np
 import cutlass
 import cutlass.cute as cute
 
-from ..diagnostics import Diag, GcdslError
+from ..diagnostics import Diag, GcdslError, located_at_caller
 from . import _dsl
 
 _NUMPY_TO_DSL = {
@@ -63,6 +67,7 @@ class GridConstantTensor:
     `update(data)`, or pass another `GridConstantTensor` of the same spec.
     """
 
+    @located_at_caller
     def __init__(self, data: Any, *, dtype: Any = None, align: int = 16) -> None:
         array = _host_array(data, dtype)
         if align not in (4, 8, 16, 32, 64, 128) or align < array.itemsize:
@@ -87,6 +92,7 @@ class GridConstantTensor:
     def dtype(self) -> Any:
         return self.spec.dtype
 
+    @located_at_caller
     def update(self, data: Any) -> None:
         """Replace the contents in place (same shape and dtype): no recompilation."""
         array = _host_array(data, _DSL_TO_NUMPY[self.spec.dtype])
@@ -146,6 +152,7 @@ class GridConstantParam:
     __repr__ = __str__
 
 
+@located_at_caller
 def grid_constant(data: Any, *, dtype: Any = None, align: int = 16) -> GridConstantTensor:
     """A grid-constant table from a torch CPU tensor, a NumPy array or a sequence."""
     return GridConstantTensor(data, dtype=dtype, align=align)
@@ -164,15 +171,20 @@ def check_grid_constant_arg(value: Any, *, param: str, location: Any) -> None:
         )
 
 
-def grid_constant_tensor(table: Any, param: str, origin: str = "") -> cute.Tensor:
-    """Inside a kernel: the parameter-space table as a read-only `cute.Tensor`.
+def param_space_ptr(table: GridConstantParam) -> Any:
+    """Inside a kernel: a typed pointer to the table's bytes, through the generic address
+    space into parameter space (`cvta.param`); reads go through the constant cache.
 
     `check_grid_constant_arg` has refused anything but a table before tracing.
     """
     base = _dsl.grid_constant_address(table.value)
-    ptr = cute.make_ptr(table.spec.dtype, base, cute.AddressSpace.generic, assumed_align=table.spec.align)
+    return cute.make_ptr(table.spec.dtype, base, cute.AddressSpace.generic, assumed_align=table.spec.align)
+
+
+def table_view(table: GridConstantParam, ptr: Any) -> cute.Tensor:
+    """Inside a kernel: the table as a read-only, row-major `cute.Tensor` at `ptr`."""
     tensor = cute.make_tensor(ptr, cute.make_layout(table.spec.shape, stride=_row_major(table.spec.shape)))
-    tensor._gcdsl_spec = table.spec  # lets tma_desc_ptr() check a template against the table
+    _dsl.attach_table_spec(tensor, table.spec)  # lets tma_desc_ptr() check a template against the table
     return tensor
 
 
@@ -196,7 +208,11 @@ def _host_array(data: Any, dtype: Any) -> np.ndarray:
             )
         data = data.detach().contiguous().numpy()
     np_dtype = _DSL_TO_NUMPY.get(dtype, dtype) if dtype is not None else None
-    array = np.ascontiguousarray(np.asarray(data, dtype=np_dtype))
+    try:
+        array = np.ascontiguousarray(np.asarray(data, dtype=np_dtype))
+    except (TypeError, ValueError) as err:
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"cannot make a table of numbers from the data: {err}",
+                         hint="pass a torch CPU tensor, a NumPy array or a nested sequence of numbers") from None
     if array.dtype not in _NUMPY_TO_DSL:
         raise GcdslError(
             Diag.BAD_GRID_CONSTANT,

@@ -7,6 +7,10 @@ entry (base address, then each mode's extent and stride; coordinate tensors need
 extents only). A mode that is static and equal in every entry stays static in the
 template. In the kernel, `tensors[g]` reads entry g's fields and rebuilds the
 tensor: no branch over the entries.
+
+A list is lowered only once a runtime index reaches it while the kernel is traced
+(`NeedsLowering`): a list indexed by constants alone keeps the DSL's own form, and
+nothing is demanded of its entries.
 """
 from __future__ import annotations
 
@@ -17,8 +21,11 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import llvm
 
-from ..diagnostics import Diag, GcdslError, SourceLocation, check_constant_index
+from cutlass.cute.typing import Integer
+
+from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
+from .launch_context import NeedsLowering
 
 
 class TensorListSpec:
@@ -41,13 +48,6 @@ class TensorListParam:
 
     def __init__(self, value: Any, spec: TensorListSpec) -> None:
         self.value, self.spec = value, spec
-
-    def __len__(self) -> int:
-        return self.spec.count
-
-    def __iter__(self):
-        # `for t in tensors`: compile-time unrolled, each entry rebuilt from the table
-        return iter([runtime_tensor(self, i, "iteration") for i in range(self.spec.count)])
 
     def __extract_mlir_values__(self) -> list:
         return [self.value]
@@ -80,11 +80,11 @@ def _kind(t: Any) -> str:
     return ""
 
 
-def lower_tensor_list(tensors: Any, *, param: str, location: Optional[SourceLocation]) -> TensorListParam:
+def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
     """On the host (while the jit function is traced): pack the entries into one table."""
 
     def fail(message: str, hint: str) -> GcdslError:
-        return GcdslError(Diag.TENSOR_LIST_MISMATCH, message, location=location, param=param, hint=hint)
+        return GcdslError(Diag.TENSOR_LIST_MISMATCH, message, param=param, hint=hint)
 
     if not isinstance(tensors, (list, tuple)) or not tensors:
         raise fail(f"`{param}` is annotated List[cute.Tensor] but received "
@@ -112,7 +112,8 @@ def lower_tensor_list(tensors: Any, *, param: str, location: Optional[SourceLoca
         elif kind == "coord" and [str(s) for s in t.stride] != [str(s) for s in first.stride]:
             problems.append(f"coordinate basis: {first.stride} vs {t.stride}")
         if problems:
-            raise fail(f"`{param}[{i}]` differs from `{param}[0]` in a static property: {problems[0]}",
+            raise fail(f"`{param}[{i}]` and `{param}[0]` differ in a static property, so a runtime "
+                       f"index cannot pick between them: {problems[0]}",
                        "entries may differ only in extents and strides; group other tensors in another list")
         if kind == "memref":
             align = min(align, t.iterator.alignment)
@@ -146,25 +147,86 @@ def _flat(mode: Any) -> bool:
     return isinstance(mode, int) or hasattr(mode, "ir_value")
 
 
-def runtime_tensor(tensors: Any, index: Any, origin: str) -> Any:
-    """Inside a kernel: entry `index` of a lowered tensor list, rebuilt from its table."""
-    if not isinstance(tensors, TensorListParam):
-        return tensors[index]
-    spec = tensors.spec
+class NamedTensorList(list):
+    """A tensor-list parameter in the DSL's own form inside the kernel, named."""
+
+    def __init__(self, tensors: Any, param: str) -> None:
+        super().__init__(tensors)
+        self.param = param
+
+
+class TensorTable:
+    """A lowered tensor list inside the kernel: its table in parameter space.
+
+    The table's address is taken at the first pick, in the kernel's own body (the
+    DSL cannot take it inside a loop or branch), and serves every later pick.
+    """
+
+    def __init__(self, lowered: TensorListParam, param: str) -> None:
+        self.spec, self.param = lowered.spec, param
+        self._lowered = lowered
+        self._fields: Any = None
+
+    @property
+    def fields(self) -> Any:
+        """The table as an Int64 tensor: one row of fields per entry."""
+        if self._fields is None:
+            with _dsl.at_kernel_body_level():
+                base = _dsl.grid_constant_address(self._lowered.value)
+                self._fields = cute.make_tensor(
+                    cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
+                    cute.make_layout((self.spec.count, self.spec.fields), stride=(self.spec.fields, 1)))
+        return self._fields
+
+    def __len__(self) -> int:
+        return self.spec.count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.spec.count))]
+        return self.entry(index)
+
+    def __iter__(self):
+        return iter([self.entry(i) for i in range(self.spec.count)])
+
+    def entry(self, index: Any) -> Any:
+        """Entry `index` rebuilt from its fields: address, then extents and strides."""
+        spec, table = self.spec, self.fields
+        if isinstance(index, int):
+            index = check_constant_index(index, spec.count, "tensors")
+        at, address = 0, None
+        if spec.kind == "memref":
+            address, at = table[index, 0], 1
+        shape = tuple(s if s is not None else cutlass.Int32(table[index, at + m]) for m, s in enumerate(spec.shape))
+        at += spec.rank
+        if spec.kind == "coord":
+            return cute.make_tensor(cute.make_identity_tensor(shape).iterator,
+                                    cute.make_layout(shape, stride=tuple(spec.stride)))
+        stride = tuple(s if s is not None else table[index, at + m] for m, s in enumerate(spec.stride))
+        ptr = cute.make_ptr(spec.dtype, address, cute.AddressSpace.gmem, assumed_align=spec.align)
+        return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
+
+
+def tensor_table(tensors: Any, param: str) -> Any:
+    """Kernel prologue: the parameter-space table of a lowered list, or the DSL's own list, named."""
+    if isinstance(tensors, TensorListParam):
+        return TensorTable(tensors, param)
+    if not isinstance(tensors, (list, tuple)):
+        raise GcdslError(Diag.TENSOR_LIST_MISMATCH,
+                         f"`{param}` is annotated List[cute.Tensor] but received {describe_value(tensors)}",
+                         param=param, hint="pass a Python list of tensors")
+    return NamedTensorList(tensors, param)
+
+
+def tensor_from_table(tensors: Any, index: Any) -> Any:
+    """`tensors[index]` inside a kernel: rebuilt from the table for a runtime index."""
+    if not isinstance(index, (int, Integer)):
+        raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of tensors is indexed with {describe_value(index)}",
+                         param=getattr(tensors, "param", None), hint="index with an integer (cutlass.Int32) value")
+    if isinstance(tensors, TensorTable):
+        return tensors.entry(index)
     if isinstance(index, int):
-        index = check_constant_index(index, spec.count, "tensors", origin)
-    base = _dsl.grid_constant_address(tensors.value)
-    table = cute.make_tensor(cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
-                             cute.make_layout((spec.count, spec.fields), stride=(spec.fields, 1)))
-    at = 0
-    address = None
-    if spec.kind == "memref":
-        address, at = table[index, 0], 1
-    shape = tuple(s if s is not None else cutlass.Int32(table[index, at + m]) for m, s in enumerate(spec.shape))
-    at += spec.rank
-    if spec.kind == "coord":
-        return cute.make_tensor(cute.make_identity_tensor(shape).iterator,
-                                cute.make_layout(shape, stride=tuple(spec.stride)))
-    stride = tuple(s if s is not None else table[index, at + m] for m, s in enumerate(spec.stride))
-    ptr = cute.make_ptr(spec.dtype, address, cute.AddressSpace.gmem, assumed_align=spec.align)
-    return cute.make_tensor(ptr, cute.make_layout(shape, stride=stride))
+        return tensors[check_constant_index(index, len(tensors), "tensors")]
+    if isinstance(tensors, NamedTensorList):
+        raise NeedsLowering(tensors.param)
+    return tensors[index]

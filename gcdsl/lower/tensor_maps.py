@@ -26,7 +26,7 @@ import numpy as np
 import cutlass
 import cutlass.cute as cute
 
-from ..diagnostics import Diag, GcdslError
+from ..diagnostics import Diag, GcdslError, located_at_caller
 from . import _dsl
 from .grid_constant import GridConstantTensor, TableSpec
 
@@ -51,6 +51,7 @@ class TensorMapTable:
 
     SWIZZLES = ("none", "32B", "64B", "128B")
 
+    @located_at_caller
     def __init__(self, box: Sequence[int], *, swizzle: str = "none") -> None:
         if swizzle not in self.SWIZZLES:
             raise GcdslError(Diag.BAD_GRID_CONSTANT, f"unknown swizzle {swizzle!r}",
@@ -61,6 +62,7 @@ class TensorMapTable:
         self._table: Optional[GridConstantTensor] = None
         self.encodes = 0  # descriptors encoded so far: what the cache saves shows here
 
+    @located_at_caller
     def placeholder(self, count: int, dtype: Any) -> GridConstantTensor:
         """A zero-filled table of the right spec: enough to compile ahead of time,
         without GPU tensors. Never launch with it."""
@@ -68,6 +70,7 @@ class TensorMapTable:
         table.spec.meta = DescriptorMeta(dtype, self.box, self.swizzle)
         return table
 
+    @located_at_caller
     def encode(self, tensors: Sequence[Any]) -> GridConstantTensor:
         """The table for `tensors`, re-encoding only entries whose tensor changed."""
         if not tensors:
@@ -97,7 +100,7 @@ def tma_desc_ptr(table: Any, index: Any, *, template: Optional[cute.CopyAtom] = 
 
     With `template`, the table's dtype, rank and box are checked against the atom's.
     """
-    spec: Optional[TableSpec] = getattr(table, "_gcdsl_spec", None)
+    spec: Optional[TableSpec] = _dsl.table_spec(table)
     if spec is None or spec.dtype is not cutlass.Uint8 or spec.shape[1:] != (DESCRIPTOR_BYTES,):
         raise GcdslError(
             Diag.BAD_GRID_CONSTANT,

@@ -186,3 +186,57 @@ def checked(srcs: List[cute.Tensor], out: cute.Tensor, pick: cute.Tensor):
     smem_layout = _smem_layout()
     loads = [cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), s, smem_layout, TILE)[0] for s in srcs]
     checked_kernel(loads, out, pick, smem_layout).launch(grid=(cute.size(pick), 1, 1), block=(THREADS, 1, 1))
+
+
+@gcdsl.kernel
+def crossed_kernel(
+    loads: List[cute.CopyAtom],
+    stores: List[cute.CopyAtom],
+    coords: cute.Tensor,
+    load_pick: cute.Tensor,
+    store_pick: cute.Tensor,
+    smem_layout: cute.Layout,
+    n: cutlass.Constexpr,
+):
+    """CTA b copies tile b // n of source `load_pick[b % n]` to the same tile of destination
+    `store_pick[b % n]`: loads and stores picked by different runtime indices, so a
+    lowering that mixed up lists, entries or indices shows in the output."""
+    bidx, _, _ = cute.arch.block_idx()
+    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    load_k = load_pick[bidx % n]
+    store_k = store_pick[bidx % n]
+    tile = bidx // n
+
+    smem = cutlass.memory.SmemAllocator()
+    mbar = smem.allocate_array(cutlass.Int64, 1)
+    s_tile = smem.allocate_tensor(DTYPE, smem_layout, 128)
+    g_tile = coords[((None, None), tile)]
+    s_load, g_load = cpasync.tma_partition(
+        loads[load_k], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
+    )
+    if warp == 0:
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_init(mbar, 1)
+            cute.arch.mbarrier_arrive_and_expect_tx(mbar, _tile_bytes())
+        cute.arch.mbarrier_init_fence()
+        cute.copy(loads[load_k], g_load, s_load, tma_bar_ptr=mbar)
+    cute.arch.sync_threads()
+    cute.arch.mbarrier_wait(mbar, 0)
+    if warp == 0:
+        s_store, g_store = cpasync.tma_partition(
+            stores[store_k], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), cute.group_modes(g_tile, 0, 2)
+        )
+        with cute.arch.elect_one():
+            cute.copy(stores[store_k], s_store, g_store)
+            cute.arch.cp_async_bulk_commit_group()
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def crossed_copy(srcs: List[cute.Tensor], dsts: List[cute.Tensor], load_pick: cute.Tensor, store_pick: cute.Tensor):
+    loads, stores, coords = _atoms(srcs, dsts)
+    n = len(srcs)
+    tiles = cute.size(coords, mode=[1])
+    crossed_kernel(loads, stores, coords, load_pick, store_pick, _smem_layout(), n).launch(
+        grid=(tiles * n, 1, 1), block=(THREADS, 1, 1)
+    )

@@ -17,3 +17,17 @@ def args_for(table_rows: int):
 
 JUST_UNDER = (32764 - 8 - 4) // 4   # 8188 rows: 32752 + 8 = 32760 bytes
 JUST_OVER = JUST_UNDER + 4          # 8192 rows: 32768 + 8 = 32776 bytes
+
+
+# batch_copy's kernel has the README's signature: (loads, stores, coords, pick, smem_layout, n).
+# Sources with dynamic extents make the TMA coordinate tensor a parameter too (8 bytes).
+# N descriptors in each list: 256 N + 8 (coords) + 8 (pick) bytes.
+TMA_JUST_UNDER = (32764 - 16) // 256   # 127 per list: 32528 bytes
+TMA_JUST_OVER = TMA_JUST_UNDER + 1     # 128 per list: 32784 bytes
+
+
+def tma_args(n: int):
+    make = cute.runtime.make_fake_tensor
+    srcs = [make(cutlass.Float32, (cute.sym_int(), cute.sym_int()), (cute.sym_int(width=64), 1), assumed_align=16)
+            for _ in range(n)]
+    return srcs, srcs, cute.runtime.make_fake_compact_tensor(cutlass.Int32, (n,), assumed_align=4)

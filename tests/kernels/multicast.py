@@ -1,7 +1,9 @@
 """A runtime-indexed TMA multicast load: two CTAs of a cluster share each tile.
 
-Compile-only in the tests: the multicast atom's descriptor, picked at runtime,
-must reach `cp.async.bulk.tensor ... multicast::cluster` from parameter space.
+Each CTA writes the whole tile it received to `out[cta]`. Compiled in the PTX tests
+(the multicast atom's descriptor, picked at runtime, must reach
+`cp.async.bulk.tensor ... multicast::cluster` from parameter space) and run in the
+GPU tests.
 """
 from typing import List
 
@@ -42,7 +44,9 @@ def multicast_kernel(loads: List[cute.CopyAtom], coords: cute.Tensor, pick: cute
     if warp == 0:
         cute.copy(loads[k], g_part, s_part, tma_bar_ptr=mbar, mcast_mask=cutlass.Int16((1 << CLUSTER) - 1))
     cute.arch.mbarrier_wait(mbar, 0)
-    out[bidx, tidx] = s_tile[tidx % TILE[0], tidx // TILE[0]]
+    for i in cutlass.range_constexpr(TILE[0] * TILE[1] // 128):  # the whole tile, 128 threads
+        e = tidx + i * 128
+        out[bidx, e % TILE[0], e // TILE[0]] = s_tile[e % TILE[0], e // TILE[0]]
     cute.arch.cluster_arrive()
     cute.arch.cluster_wait()
 

@@ -59,3 +59,21 @@ class Holder:
     @gcdsl.kernel
     def static_kernel(x: cute.Tensor):
         pass
+
+
+class Scaler:
+    """Kernels as methods, bound the way `cute.kernel` binds them."""
+
+    @gcdsl.kernel
+    def kernel(self, x: cute.Tensor):
+        pass
+
+    @gcdsl.kernel
+    @staticmethod
+    def static_below(x: cute.Tensor):
+        pass
+
+    @gcdsl.kernel
+    @classmethod
+    def class_below(cls, x: cute.Tensor):
+        pass

@@ -1,0 +1,103 @@
+"""Safety nets: every error a user can cause names their file and line (no GPU needed)."""
+import re
+
+import pytest
+
+import cutlass
+import cutlass.cute as cute
+
+from gcdsl import Diag, GcdslError
+from tests.kernels import batch_copy, mismatch, safety
+
+
+def _line(module, err) -> str:
+    return open(module.__file__).read().splitlines()[err.location.line - 1]
+
+
+def test_atoms_differing_only_in_swizzle_are_refused_at_the_runtime_pick():
+    with pytest.raises(GcdslError) as info:
+        cute.compile(safety.swizzle_differs, *mismatch.fake_sources())
+    err = info.value
+    assert err.diag is Diag.ATOM_TYPE_MISMATCH and err.param == "loads"
+    assert "differ in shared-memory layout (swizzle included)" in str(err)
+    assert "S<3,4,3>" in str(err)
+    assert "loads[k]" in _line(batch_copy, err)
+
+
+def test_a_literal_index_past_the_end_is_a_located_error():
+    with pytest.raises(GcdslError) as info:
+        cute.compile(safety.launch_with_loads, safety.literal_past_the_end, *mismatch.fake_sources())
+    err = info.value
+    assert err.diag is Diag.INDEX_OUT_OF_RANGE and err.param == "loads"
+    assert "loads[-5]" in _line(safety, err) and "holds 3 entries" in str(err)
+
+
+def test_a_slice_with_a_runtime_bound_is_a_located_error():
+    with pytest.raises(GcdslError) as info:
+        cute.compile(safety.launch_with_loads, safety.runtime_slice, *mismatch.fake_sources())
+    err = info.value
+    assert err.diag is Diag.BAD_INDEX_TYPE and err.param == "loads"
+    assert "loads[start:]" in _line(safety, err)
+
+
+def test_dsl_errors_in_the_kernel_name_the_users_file_and_line():
+    from cutlass.base_dsl.common import DSLBaseError
+
+    with pytest.raises(DSLBaseError) as info:
+        cute.compile(safety.launch_with_loads, safety.early_exit_in_a_dynamic_loop, *mismatch.fake_sources())
+    err = info.value
+    assert err.filename == safety.__file__, str(err)
+    assert "return" in open(safety.__file__).read().splitlines()[err.line - 1]
+    assert "<gcdsl:" not in str(err) and "decorator.py" not in str(err)
+
+
+def test_decorating_a_class_is_a_located_error():
+    with pytest.raises(GcdslError) as info:
+        safety.decorate_a_class()
+    err = info.value
+    assert err.diag is Diag.NOT_A_FUNCTION and "class `NotAKernel`" in str(err)
+    assert err.location.filename == safety.__file__
+
+
+def test_an_unknown_option_is_a_located_error():
+    with pytest.raises(GcdslError) as info:
+        safety.unknown_option()
+    err = info.value
+    assert err.diag is Diag.UNSUPPORTED_DECORATOR and "`check_bound`" in str(err)
+    assert "check_bound=True" in _line(safety, err)
+
+
+def test_options_of_cute_kernel_pass_through():
+    assert "@__gcdsl__.cute.kernel(preprocess=True)" in safety.with_dsl_option.desugared_source
+    cute.compile(safety.launch_with_dsl_option, cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,)))
+
+
+def test_parameter_budget_at_the_edge_with_readme_shaped_tma_kernels():
+    """Descriptor lists, a TMA coordinate tensor and a layout: every kind is sized."""
+    from tests.kernels import budget
+
+    with pytest.raises(GcdslError) as info:
+        cute.compile(batch_copy.batch_copy, *budget.tma_args(budget.TMA_JUST_OVER))
+    err = info.value
+    assert err.diag is Diag.PARAM_BUDGET
+    assert "needs 32784 bytes" in str(err)
+    for name, size in (("loads", 128 * 128), ("stores", 128 * 128), ("coords", 8), ("pick", 8)):
+        assert re.search(rf"^\s+{name}\s+{size} B$", str(err), re.M), (name, str(err))
+    cute.compile(batch_copy.batch_copy, *budget.tma_args(budget.TMA_JUST_UNDER))  # 32528 bytes: fits
+
+
+@pytest.mark.parametrize("make", [
+    lambda gcdsl: gcdsl.grid_constant(["a"]),
+    lambda gcdsl: gcdsl.grid_constant(__import__("numpy").array([object(), 1], dtype=object)),
+    lambda gcdsl: gcdsl.grid_constant([[1, 2], [3, 4]]).update([1, 2, 3]),
+    lambda gcdsl: gcdsl.TensorMapTable(box=(64, 64), swizzle="96B"),
+], ids=["strings", "object-dtype", "update-with-another-shape", "unknown-swizzle"])
+def test_host_api_errors_name_the_callers_line(make):
+    import gcdsl
+
+    with pytest.raises(GcdslError) as info:
+        make(gcdsl)
+    err = info.value
+    assert err.diag is Diag.BAD_GRID_CONSTANT
+    assert err.location is not None and err.location.filename == __file__
+    assert "lambda gcdsl: gcdsl." in open(__file__).read().splitlines()[err.location.line - 1]
