@@ -160,6 +160,8 @@ def _dropin(case):
             return di.tiles_host(di.pick_tile_kernel, 2), di.tile_sources(3)
         if case == "dropin_flat_tensors_range_constexpr":
             return di.sum_rows, di.tile_sources(3, (16, di.THREADS))
+        if case == "dropin_tensors_store_in_dynamic_loop":
+            return di.spread_rows, (*di.tile_sources(3, (16, di.THREADS)), cutlass.Int32(4))
         raise KeyError(case)
 
     return build
@@ -193,6 +195,7 @@ DROPIN_CASES = (
     "dropin_atoms_module_int", "dropin_atoms_closure_int",
     "dropin_uniform_atoms_range_constexpr",
     "dropin_tensors_range_constexpr", "dropin_tensors_constexpr_param", "dropin_flat_tensors_range_constexpr",
+    "dropin_tensors_store_in_dynamic_loop",
 )
 
 CASES = {

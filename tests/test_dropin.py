@@ -23,32 +23,14 @@ def _xfail(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-SELF_MISSING = "gcdsl.Kernel is not a descriptor: `self.kernel(...)` calls it without `self`, shifting every argument"
-NO_NAME_PREFIX = "gcdsl.Kernel has no `set_name_prefix`"
-MIXED_ATOMS = ("gcdsl takes any non-literal index of a List[cute.CopyAtom] for a runtime one and refuses atoms "
-               "of mixed types before tracing")
-STATIC_LIST_CHANGED = ("a statically indexed list is lowered as if indexed at runtime: the kernel gets a table "
-                       "parameter the DSL would not pass")
-HIERARCHICAL_TENSORS = ("a statically indexed List[cute.Tensor] of zipped-divided tensors is refused: "
-                        "only flat layouts are supported")
+LIST_CARRIED = ("a store through a list entry inside a `cutlass.range` loop makes the DSL carry the list through "
+                "the loop, and gcdsl's tensor list is not a DSL value (TYPE_DYNAMIC_EXPR_UNSUPPORTED: a "
+                "`NamedTensorList`); under @cute.kernel the plain list is carried")
 
-DROPIN_EXPECTED_FAILURES = {
-    "dropin_method": SELF_MISSING,
-    "dropin_name_prefix": NO_NAME_PREFIX,
-    "dropin_atoms_range_constexpr": MIXED_ATOMS,
-    "dropin_atoms_constexpr_param": MIXED_ATOMS,
-    "dropin_atoms_const_expr": MIXED_ATOMS,
-    "dropin_atoms_module_int": MIXED_ATOMS,
-    "dropin_atoms_closure_int": MIXED_ATOMS,
-    "dropin_uniform_atoms_range_constexpr": STATIC_LIST_CHANGED + " (the coordinate tensors)",
-    "dropin_tensors_range_constexpr": HIERARCHICAL_TENSORS,
-    "dropin_tensors_constexpr_param": HIERARCHICAL_TENSORS,
-    "dropin_flat_tensors_range_constexpr": STATIC_LIST_CHANGED,
-}
+DROPIN_EXPECTED_FAILURES = {"dropin_tensors_store_in_dynamic_loop": LIST_CARRIED}
 
 RUNTIME_EXPECTED_FAILURES = {
-    "runtime_tensors_store_in_loop": "storing through `tensors[picks[s]][...]` inside a `cutlass.range` loop puts "
-                                     "`cute_nvgpu.get_grid_constant_pointer` inside the loop (IR verification fails)",
+    "runtime_tensors_store_in_loop": LIST_CARRIED,
     "runtime_atom_carried_by_loop": "an atom carried through a loop changes structure: `loads[0]` is a CopyAtom, "
                                     "`loads[k]` a BoundCopyAtom (CONTAINER_STRUCTURE_CHANGED)",
 }

@@ -260,6 +260,21 @@ def sum_rows(srcs: List[cute.Tensor], out: cute.Tensor):
     sum_rows_kernel(srcs, out, len(srcs)).launch(grid=(cute.size(out, mode=[0]), 1, 1), block=(THREADS, 1, 1))
 
 
+@deco.kernel
+def spread_rows_kernel(dsts: List[cute.Tensor], src: cute.Tensor, steps: cutlass.Int32):
+    """dsts[i][row] = src[row] + s for each s < steps: stores through `dsts[i]` inside a `cutlass.range` loop."""
+    bidx, _, _ = cute.arch.block_idx()
+    tidx, _, _ = cute.arch.thread_idx()
+    for s in cutlass.range(steps):
+        for i in cutlass.range_constexpr(len(dsts)):
+            dsts[i][bidx, tidx] = src[bidx, tidx] + cutlass.Float32(s)
+
+
+@cute.jit
+def spread_rows(dsts: List[cute.Tensor], src: cute.Tensor, steps: cutlass.Int32):
+    spread_rows_kernel(dsts, src, steps).launch(grid=(cute.size(src, mode=[0]), 1, 1), block=(THREADS, 1, 1))
+
+
 def tiles_host(kernel, *extra):
     @cute.jit
     def host(srcs: List[cute.Tensor], out: cute.Tensor):
