@@ -80,3 +80,36 @@ def scale_factors(dtype, mn: int, k: int, l: int, sf_vec_size: int, *, dynamic: 
     sf_k = -(-k // sf_vec_size)
     shape = (32, 4, -(-mn // 128), 4, -(-sf_k // 4), l)
     return tensor(dtype, shape, order=(2, 1, 4, 0, 3, 5), dynamic=dynamic)
+
+
+class _Captured(Exception):
+    pass
+
+
+def captured_compile(helper, *args, **kwargs):
+    """The `cute.compile` call that an example's own compile helper makes with its own fake
+    arguments (the experimental primitives have one each), taken instead of run."""
+    import cutlass.cute as cute
+
+    from .catalogue import Compile
+
+    calls = []
+
+    class Capture:
+        def __call__(self, fn, *fn_args, **fn_kwargs):
+            calls.append(Compile(fn, fn_args, fn_kwargs))
+            raise _Captured
+
+        def __getitem__(self, _options):  # cute.compile[...] with compile options
+            return self
+
+    original, cute.compile = cute.compile, Capture()
+    try:
+        getattr(helper, "__wrapped__", helper)(*args, **kwargs)  # past any lru_cache
+    except _Captured:
+        pass
+    finally:
+        cute.compile = original
+    if not calls:
+        raise RuntimeError(f"{helper.__name__} did not call cute.compile")
+    return calls[0]

@@ -3,7 +3,8 @@
 Persistent kernels size their grid from `cutlass.utils.HardwareInfo` (SM count,
 active clusters), which asks the CUDA driver. Without a GPU the harness answers
 with the numbers of a typical part of the target architecture; they become
-compile-time constants, the same under both decorators.
+compile-time constants, the same under both decorators. Some compile helpers
+also initialise a CUDA context first, which a compile does not need.
 """
 from __future__ import annotations
 
@@ -35,14 +36,19 @@ def fake_hardware_info(arch: str):
 
 @contextlib.contextmanager
 def no_gpu(arch: str):
-    """Replace `HardwareInfo` where examples and the DSL's helpers look it up."""
+    """Replace `HardwareInfo` where examples and the DSL's helpers look it up; make
+    `cutlass.cuda.initialize_cuda_context` do nothing."""
+    import cutlass.cuda
     import cutlass.utils
     import cutlass.utils.hardware_info
 
     fake = fake_hardware_info(arch)
-    saved = cutlass.utils.HardwareInfo, cutlass.utils.hardware_info.HardwareInfo
+    saved = (cutlass.utils.HardwareInfo, cutlass.utils.hardware_info.HardwareInfo,
+             cutlass.cuda.initialize_cuda_context)
     cutlass.utils.HardwareInfo = cutlass.utils.hardware_info.HardwareInfo = fake
+    cutlass.cuda.initialize_cuda_context = lambda *args, **kwargs: None
     try:
         yield
     finally:
-        cutlass.utils.HardwareInfo, cutlass.utils.hardware_info.HardwareInfo = saved
+        (cutlass.utils.HardwareInfo, cutlass.utils.hardware_info.HardwareInfo,
+         cutlass.cuda.initialize_cuda_context) = saved
