@@ -114,12 +114,15 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def first_line(err: BaseException) -> str:
-    """The first line of an exception's message that says something."""
-    for line in _ANSI.sub("", str(err)).splitlines():
-        line = line.strip()
-        if line and not set(line) <= set("-=*_ ^|"):
-            return line[:300]
-    return repr(err)[:300]
+    """The first line of an exception's message that says something (two where the first is
+    only the DSL's banner for an internal error)."""
+    lines = [line.strip() for line in _ANSI.sub("", str(err)).splitlines()]
+    lines = [line for line in lines if line and not set(line) <= set("-=*_ ^|")]
+    if not lines:
+        return repr(err)[:300]
+    if lines[0].startswith("error[INTERNAL]") and len(lines) > 1:
+        return f"{lines[0]} {lines[1]}"[:300]
+    return lines[0][:300]
 
 
 # ---------------------------------------------------------------- both decorators (parent process)
