@@ -5,7 +5,7 @@ architecture and each choice of decorator needs its own process:
 
     python -m tests.compile_cases --arch sm_90a --decorator gcdsl --out DIR CASE...
 
-writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES`. With
+writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES` or `COMPAT_CASES`. With
 `--keep-going` a case that fails writes DIR/CASE.error (its exception) instead,
 and the others still compile.
 """
@@ -198,10 +198,16 @@ DROPIN_CASES = (
     "dropin_tensors_store_in_dynamic_loop",
 )
 
-CASES = {
-    "param_kinds": _param_kinds,
+# Drop-in and runtime-control-flow cases: some fail under gcdsl today (tests/test_dropin.py
+# marks those), so they are compiled with --keep-going and kept out of CASES, whose PTX
+# is pinned and whose every case must compile.
+COMPAT_CASES = {
     **{case: _dropin(case) for case in DROPIN_CASES},
     **{case: _runtime(case) for case in RUNTIME_CASES},
+}
+
+CASES = {
+    "param_kinds": _param_kinds,
     "grouped_n40": _grouped(40),
     "multicast": _multicast,
     "bounds_checked": _checked,
@@ -245,7 +251,7 @@ def main() -> int:
             os.remove(os.path.join(scratch, stale))
         budgets.clear()
         try:
-            fn, fn_args = CASES[case]()
+            fn, fn_args = {**CASES, **COMPAT_CASES}[case]()
             cute.compile(fn, *fn_args)
         except Exception as err:
             if not args.keep_going:
