@@ -17,26 +17,18 @@ def _(m):
     return Compile(m.SGemm(), (a, b, c), {"stream": stream(), "options": "--generate-line-info"})
 
 
-def _tensorop(ab, c_dtype):
-    def build(m):
-        import cutlass
-
-        l, mm, n, k = 1, 256, 256, 512
-        # bmm's convention: a (l, m, k) m-major, b (l, k, n) n-major, c (l, m, n) n-major.
-        a = tensor(ab, (l, mm, k), order=(2, 0, 1), dynamic=True)
-        b = tensor(ab, (l, k, n), order=(2, 1, 0), dynamic=True)
-        c = tensor(c_dtype, (l, mm, n), order=(2, 1, 0), dynamic=True)
-        gemm = m.TensorOpGemm(ab, c_dtype, cutlass.Float32, (2, 2, 1))
-        return Compile(m.bmm, (gemm, a, b, c, stream()))
-
-    return build
-
-
 @example("ampere/tensorop_gemm", K + "dense_gemm/tensorop_gemm.py", SM90)
 def _(m):
     import cutlass
 
-    return _tensorop(cutlass.Float16, cutlass.Float16)(m)
+    f16 = cutlass.Float16
+    l, mm, n, k = 1, 256, 256, 512
+    # bmm's convention: a (l, m, k) m-major, b (l, k, n) n-major, c (l, m, n) n-major.
+    a = tensor(f16, (l, mm, k), order=(2, 0, 1), dynamic=True)
+    b = tensor(f16, (l, k, n), order=(2, 1, 0), dynamic=True)
+    c = tensor(f16, (l, mm, n), order=(2, 1, 0), dynamic=True)
+    gemm = m.TensorOpGemm(f16, f16, cutlass.Float32, (2, 2, 1))
+    return Compile(m.bmm, (gemm, a, b, c, stream()))
 
 
 @example("ampere/elementwise_add", K + "elementwise/elementwise_add.py", SM90)
