@@ -1,13 +1,22 @@
 #!/usr/bin/env bash
-# The GPU tier, run on a GPU host after `source .gpu/b/install.sh` (see ../shared/gpu-host):
-# every test (GPU ones included, the GEMM under @gcdsl.kernel), the tutorials, and the
-# benchmarks named in GCDSL_BENCH (default: grid_constant). Logs and benchmarks/results
-# are packed into gpu-run.tgz in $OUT (or ./gpu-logs).
+# The GPU tier, on a machine with an NVIDIA GPU after `python -m pip install -e ".[test]"`
+# (or in any environment where those packages are already installed): every test (GPU
+# ones included, the GEMM under @gcdsl.kernel), the tutorials, and the benchmarks named
+# in GCDSL_BENCH (default: grid_constant). Logs and benchmarks/results are packed into
+# gpu-run.tgz in $OUT (or ./gpu-logs).
+#
+# Results record the commit measured: from git in a checkout; in a copy of the tree
+# without .git, set GCDSL_GIT_COMMIT to the commit that was copied.
 set -uo pipefail
+cd "$(dirname "$0")/.."
 dest="${OUT:-gpu-logs}"; mkdir -p "$dest"
 out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 export GCDSL_TEST_DECORATOR=gcdsl
+if [ -z "${GCDSL_GIT_COMMIT:-}" ] && ! git rev-parse HEAD >/dev/null 2>&1; then
+  echo "gpu-host: no .git and GCDSL_GIT_COMMIT unset: results will say the commit is unknown"
+fi
 failed=0
 step() { local log="$1"; shift; echo "== $*" | tee -a "$out/$log"; "$@" 2>&1 | tee -a "$out/$log"; [ "${PIPESTATUS[0]}" = 0 ] || { echo "FAILED: $*"; failed=1; }; }
 step pytest.log python3 -m pytest -v -rs tests
@@ -15,6 +24,8 @@ step tutorials.log python3 tutorials/01_batch_copy.py --tensors 16
 step tutorials.log python3 tutorials/01_batch_copy.py --tensors 64 --rows 2048
 step tutorials.log python3 tutorials/02_megakernel.py --tensors 32
 step tutorials.log python3 tutorials/02_megakernel.py --tensors 48 --seed 1
+step tutorials.log python3 tutorials/01_batch_copy.py --sweep 1,4,16,64 --plot "$out/batch_copy_bandwidth.png"
+step tutorials.log python3 tutorials/03_grouped_gemm.py
 for bench in ${GCDSL_BENCH:-grid_constant}; do
   step "bench-$bench.log" python3 "benchmarks/$bench.py"
 done

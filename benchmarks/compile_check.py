@@ -1,11 +1,13 @@
 """`run.py --compile-check`: compile every kernel variant with fake tensors, run nothing.
 
 Works without a GPU (run.py sets `CUTE_DSL_ARCH=sm_90a` then). Each W1/W2 variant is
-compiled at the smallest and the largest N it is benchmarked at; W3 runs W1's kernels and W4
-compiles them too. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
+compiled at the smallest and the largest N it is benchmarked at, and so are the W3/W4
+kernels (`launch_kernels.py`) and `grid_constant.py`'s four kernels. The C++ anchor is built with nvcc (compile and link: it needs no driver or libcuda to build).
 """
 from __future__ import annotations
 
+import os
+import re
 import time
 import traceback
 from typing import Any, Dict, List
@@ -15,6 +17,31 @@ from .harness import ERROR, FAILED, OK, SKIPPED, Report, print_header, table
 
 W1_NS = (1, 200)
 W2_NS = (1, 120)
+
+
+def _fake_w1(variant: str, n: int):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.runtime import make_fake_stream
+
+    from . import kernels as K
+
+    fake = cute.runtime.make_fake_compact_tensor
+    rows, cols = K.W1_SRC_SHAPE
+    src = lambda r=rows: fake(cutlass.Float16, (r, cols), stride_order=(1, 0), assumed_align=16)  # noqa: E731
+    tasks = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
+    out = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
+    kl, st = cutlass.Int32(1), make_fake_stream()
+    if variant == "gcdsl":
+        return K.w1_gcdsl, ([src() for _ in range(n)], tasks, out, kl, st)
+    if variant == "chain":
+        return K.w1_chain, ([src() for _ in range(n)], tasks, out, kl, st)
+    if variant == "floor":
+        return K.w1_floor, (src(n * rows), tasks, out, kl, st)
+    if variant == "gmem":
+        table = fake(cutlass.Uint8, (n * K.DESC_BYTES,), assumed_align=128)
+        return K.w1_gmem, (src(), table, tasks, out, kl, st)
+    raise ValueError(variant)
 
 
 def _fake_w2(n: int):
@@ -37,13 +64,13 @@ def cases() -> List[Dict[str, Any]]:
     from cutlass.runtime import make_fake_stream
 
     from . import kernels as K
-    from .w4_compile import fake_w1_args
+    from . import launch_kernels as L
 
     out: List[Dict[str, Any]] = []
     for n in W1_NS:
         for variant in ("gcdsl", "floor", "chain", "gmem"):
-            out.append({"workload": "W1/W3/W4", "variant": variant, "n": n,
-                        "build": (lambda v=variant, n=n: fake_w1_args(v, n))})
+            out.append({"workload": "W1", "variant": variant, "n": n,
+                        "build": (lambda v=variant, n=n: _fake_w1(v, n))})
 
         def fill(n=n):
             fake = cute.runtime.make_fake_compact_tensor
@@ -51,7 +78,10 @@ def cases() -> List[Dict[str, Any]]:
             table_ = fake(cutlass.Uint8, (n * 128,), assumed_align=128)
             return K.fill_w1_load_table, (srcs, table_, make_fake_stream())
 
-        out.append({"workload": "W1/W3", "variant": "gmem table fill", "n": n, "build": fill})
+        out.append({"workload": "W1", "variant": "gmem table fill", "n": n, "build": fill})
+        for variant in ("plain", "atoms0", "list", "table"):
+            out.append({"workload": "W3/W4", "variant": variant, "n": n,
+                        "build": (lambda v=variant, n=n: L.fake_args(v, n))})
     for n in W2_NS:
         def w2(variant, n=n):
             tensors, stacked, tasks, table_, grid, st = _fake_w2(n)
@@ -69,7 +99,42 @@ def cases() -> List[Dict[str, Any]]:
 
         for variant in ("gcdsl", "floor", "chain", "gmem", "gmem load-table fill", "gmem store-table fill"):
             out.append({"workload": "W2", "variant": variant, "n": n, "build": (lambda v=variant, f=w2: f(v))})
+    for per_thread in (False, True):
+        for where in ("param", "global"):
+            variant = f"{where} table, {'per-thread' if per_thread else 'uniform'} index"
+            out.append({"workload": "grid_constant", "variant": variant, "n": 256,
+                        "build": (lambda w=where, p=per_thread: _grid_constant(w, p))})
     return out
+
+
+def _grid_constant(where: str, per_thread: bool):
+    import numpy as np
+
+    import cutlass
+    import cutlass.cute as cute
+    import gcdsl
+    from cutlass.runtime import make_fake_stream
+
+    from . import grid_constant as gc
+
+    fake = cute.runtime.make_fake_compact_tensor
+    out = fake(cutlass.Int32, (gc.CTAS * gc.THREADS,), assumed_align=4)
+    if where == "param":
+        table = gcdsl.grid_constant(np.arange(gc.ENTRIES, dtype=np.int32))
+        return gc.run_param, (table, out, make_fake_stream(), per_thread)
+    return gc.run_global, (fake(cutlass.Int32, (gc.ENTRIES,), assumed_align=4), out, make_fake_stream(), per_thread)
+
+
+def ptx_name(case: Dict[str, Any]) -> str:
+    """`W1-W3-W4.gcdsl.n200.ptx`: one file per compiled case."""
+    slug = lambda text: re.sub(r"[^\w]+", "-", str(text)).strip("-")  # noqa: E731
+    return f"{slug(case['workload'])}.{slug(case['variant'])}.n{case['n']}.ptx"
+
+
+def _write_ptx(directory: str, case: Dict[str, Any], ptx: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, ptx_name(case)), "w") as f:
+        f.write(ptx)
 
 
 def run(args, machine: Dict[str, Any]) -> Report:
@@ -90,6 +155,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
             compiled = cute.compile(fn, *fn_args)
             seconds = time.perf_counter() - t0
             ptx = compiled.__ptx__ or ""
+            if getattr(args, "ptx_dir", None):
+                _write_ptx(args.ptx_dir, case, ptx)
             row.update(status=OK, compile_s=round(seconds, 3), ptx_bytes=len(ptx.encode()),
                        tma_instructions=common.count_tma(ptx), descriptor_params=common.descriptor_params(ptx))
         except Exception as exc:  # noqa: BLE001

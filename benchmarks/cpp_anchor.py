@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .harness import HERE
+from .harness import HERE, ROOT
 
 SOURCE = os.path.join(HERE, "cpp", "w1_anchor.cu")
 BUILD = os.path.join(HERE, "build")
@@ -44,7 +44,8 @@ def build(arch: str = "sm_90a", force: bool = False) -> Tuple[Optional[str], str
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         return None, f"nvcc failed ({' '.join(cmd)}):\n{proc.stderr[-3000:]}"
-    return binary, " ".join(cmd)
+    # recorded in the results: paths inside the checkout relative to it, the same on every machine
+    return binary, " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT + os.sep) else c for c in cmd)
 
 
 def run(binary: str, ns: Sequence[int], k_loads: int, grid: int, reps: int, warmup: int) -> Dict[str, Any]:

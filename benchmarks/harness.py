@@ -94,7 +94,35 @@ def _run(cmd: List[str]) -> Optional[str]:
         return None
 
 
+def git_commit() -> Dict[str, Any]:
+    """The gcdsl commit being measured, and where that answer came from.
+
+    `git` answers in a checkout (`safe.directory` lifted: a checkout owned by
+    another user is refused otherwise). A copy of the tree without `.git` has
+    no history to ask, so the runner says which commit it copied in
+    `GCDSL_GIT_COMMIT`; without either the JSON says so rather than guessing.
+    """
+    from gcdsl import config  # no DSL import
+
+    git = ["git", "-c", "safe.directory=*", "-C", ROOT]
+    top = _run([*git, "rev-parse", "--show-toplevel"]) if shutil.which("git") else None
+    if top and os.path.realpath(top) == os.path.realpath(ROOT):  # not some enclosing repository
+        commit = _run([*git, "rev-parse", "HEAD"])
+        dirty = _run([*git, "status", "--porcelain", "--untracked-files=no"])
+        return {"gcdsl_git": commit, "gcdsl_git_from": "git", "gcdsl_git_dirty": bool(dirty)}
+
+    if config.get().git_commit:
+        return {"gcdsl_git": config.get().git_commit, "gcdsl_git_from": "GCDSL_GIT_COMMIT",
+                "gcdsl_git_dirty": None}
+    return {"gcdsl_git": None, "gcdsl_git_from": "unknown: no .git here and GCDSL_GIT_COMMIT unset",
+            "gcdsl_git_dirty": None}
+
+
 def machine_info() -> Dict[str, Any]:
+    """Everything a result needs to be reproduced: commit, GPU, driver, DSL, torch, Python, CPU.
+
+    Every benchmark records this, through this one function.
+    """
     info: Dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -104,13 +132,14 @@ def machine_info() -> Dict[str, Any]:
         "nvidia_cutlass_dsl": _version("nvidia-cutlass-dsl"),
         "cuda_python": _version("cuda-python") or _version("cuda-bindings"),
         "torch": _version("torch"),
-        "gcdsl_git": _run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"]),
+        **git_commit(),
         "cute_dsl_arch_env": os.environ.get("CUTE_DSL_ARCH"),
         "nvcc": _nvcc_release(),
     }
     try:
         import torch
 
+        info["torch"] = torch.__version__  # with its CUDA suffix (+cu130)
         info["torch_cuda"] = torch.version.cuda
         if torch.cuda.is_available():
             p = torch.cuda.get_device_properties(0)

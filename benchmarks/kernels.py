@@ -1,4 +1,11 @@
-"""Benchmark kernels: one job per workload, written once per way of picking a TMA descriptor.
+"""Benchmark kernels: one job per workload, one kernel per way of picking a TMA descriptor.
+
+Each workload's staging, barriers, pipeline and epilogue are `@cute.jit` helpers that
+every variant calls (`_w1_*`, `_w2_*`); a variant's kernel holds only its loop and the
+lines that pick the descriptor. The selection stays in the kernel's own body because
+`@gcdsl.kernel` lowers `loads[k]` there and nowhere else. The helpers inline at trace
+time: the PTX of every variant is byte-identical to writing each kernel out in full
+(check with `run.py --compile-check --ptx-dir` and `compare_ptx.py`).
 
 Variants (the same job, the same bytes, the same launch shape; only the descriptor choice differs):
 
@@ -24,7 +31,7 @@ shared-memory stages, loads and stores both picked by the runtime index.
 
 This file must stay a real .py file: `@gcdsl.kernel` re-reads the kernel source.
 """
-from typing import List
+from typing import Any, List, NamedTuple
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -75,164 +82,27 @@ def gmem_desc_ptr(table: cute.Tensor, index, space=cute.AddressSpace.generic):
     )
 
 
-@gcdsl.kernel
-def w1_gcdsl_kernel(
-    loads: List[cute.CopyAtom],
-    coords: cute.Tensor,  # ((64, 64), (2, 2)) TMA coordinates of one source
-    tasks: cute.Tensor,  # Int32 [grid * k_loads]
-    out: cute.Tensor,  # Int32 [grid * 2048]
-    k_loads: cutlass.Int32,
-):
-    bidx, _, _ = cute.arch.block_idx()
-    tidx, _, _ = cute.arch.thread_idx()
-    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+class _W1Chain(NamedTuple):
+    """What every W1 kernel sets up before its chain of loads, and uses in it."""
 
-    smem = cutlass.memory.SmemAllocator()
-    mbar = smem.allocate_array(cutlass.Int64, 1)
-    s_tile = smem.allocate_tensor(DTYPE, _w1_smem_layout(), 128)
-    s_tasks = smem.allocate_tensor(cutlass.Int32, cute.make_layout(W1_MAX_LOADS), 16)
-    s_part, g_part = cpasync.tma_partition(
-        loads[0], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), coords
-    )
-    s_words = cute.make_tensor(cute.recast_ptr(s_tile.iterator, dtype=cutlass.Int32), _w1_words_layout())
-    acc = cute.make_rmem_tensor(cute.make_layout(((4, 4),), stride=((1, 4),)), cutlass.Int32)
-    acc.fill(0)
-
-    for i in cutlass.range(tidx, k_loads, W1_THREADS, unroll=1):
-        s_tasks[i] = tasks[bidx * k_loads + i]
-    if warp == 0:
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_init(mbar, 1)
-        cute.arch.mbarrier_init_fence()
-    cute.arch.sync_threads()
-
-    phase = cutlass.Int32(0)
-    for j in cutlass.range(k_loads, unroll=1):
-        task = s_tasks[j]
-        k = task >> 2
-        if warp == 0:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(mbar, W1_TILE_BYTES)
-            cute.copy(loads[k], g_part[(None, ((task >> 1) & 1, task & 1))], s_part, tma_bar_ptr=mbar)
-        cute.arch.mbarrier_wait(mbar, phase)
-        acc.store(acc.load() ^ s_words[(None, tidx)].load())
-        cute.arch.sync_threads()  # every thread has read the tile before the next load lands
-        phase = phase ^ 1
-
-    g_words = cute.make_tensor(out.iterator + bidx * W1_WORDS, _w1_words_layout())
-    g_words[(None, tidx)].store(acc.load())
+    bidx: Any
+    tidx: Any
+    warp: Any
+    mbar: Any  # the one mbarrier; its phase flips with every load
+    s_tasks: Any  # this CTA's tasks, staged in shared memory
+    s_part: Any  # the shared-memory tile, as the TMA sees it
+    g_part: Any  # the source tiles, as the TMA sees them: (tile, (tile row, tile col))
+    s_words: Any  # the shared-memory tile as Int32 words, per thread
+    acc: Any  # this thread's XOR of every tile so far
 
 
-@cute.kernel
-def w1_floor_kernel(
-    load: cute.CopyAtom,  # one descriptor over all sources stacked: (n * 128, 128)
-    coords: cute.Tensor,  # ((64, 64), (2 * n, 2))
-    tasks: cute.Tensor,
-    out: cute.Tensor,
-    k_loads: cutlass.Int32,
-):
-    bidx, _, _ = cute.arch.block_idx()
-    tidx, _, _ = cute.arch.thread_idx()
-    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+@cute.jit
+def _w1_start(template: cute.CopyAtom, coords: cute.Tensor, tasks: cute.Tensor, k_loads: cutlass.Int32):
+    """Shared memory, both TMA views of the tile, the staged tasks and an armed barrier.
 
-    smem = cutlass.memory.SmemAllocator()
-    mbar = smem.allocate_array(cutlass.Int64, 1)
-    s_tile = smem.allocate_tensor(DTYPE, _w1_smem_layout(), 128)
-    s_tasks = smem.allocate_tensor(cutlass.Int32, cute.make_layout(W1_MAX_LOADS), 16)
-    s_part, g_part = cpasync.tma_partition(
-        load, 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), coords
-    )
-    s_words = cute.make_tensor(cute.recast_ptr(s_tile.iterator, dtype=cutlass.Int32), _w1_words_layout())
-    acc = cute.make_rmem_tensor(cute.make_layout(((4, 4),), stride=((1, 4),)), cutlass.Int32)
-    acc.fill(0)
-
-    for i in cutlass.range(tidx, k_loads, W1_THREADS, unroll=1):
-        s_tasks[i] = tasks[bidx * k_loads + i]
-    if warp == 0:
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_init(mbar, 1)
-        cute.arch.mbarrier_init_fence()
-    cute.arch.sync_threads()
-
-    phase = cutlass.Int32(0)
-    for j in cutlass.range(k_loads, unroll=1):
-        task = s_tasks[j]
-        k = task >> 2
-        if warp == 0:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(mbar, W1_TILE_BYTES)
-            tile = (k * 2 + ((task >> 1) & 1), task & 1)  # source k's rows in the stack
-            cute.copy(load, g_part[(None, tile)], s_part, tma_bar_ptr=mbar)
-        cute.arch.mbarrier_wait(mbar, phase)
-        acc.store(acc.load() ^ s_words[(None, tidx)].load())
-        cute.arch.sync_threads()
-        phase = phase ^ 1
-
-    g_words = cute.make_tensor(out.iterator + bidx * W1_WORDS, _w1_words_layout())
-    g_words[(None, tidx)].store(acc.load())
-
-
-@cute.kernel
-def w1_chain_kernel(
-    loads: List[cute.CopyAtom],
-    coords: cute.Tensor,
-    tasks: cute.Tensor,
-    out: cute.Tensor,
-    k_loads: cutlass.Int32,
-    n: cutlass.Constexpr,
-):
-    bidx, _, _ = cute.arch.block_idx()
-    tidx, _, _ = cute.arch.thread_idx()
-    warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
-
-    smem = cutlass.memory.SmemAllocator()
-    mbar = smem.allocate_array(cutlass.Int64, 1)
-    s_tile = smem.allocate_tensor(DTYPE, _w1_smem_layout(), 128)
-    s_tasks = smem.allocate_tensor(cutlass.Int32, cute.make_layout(W1_MAX_LOADS), 16)
-    s_part, g_part = cpasync.tma_partition(
-        loads[0], 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2), coords
-    )
-    s_words = cute.make_tensor(cute.recast_ptr(s_tile.iterator, dtype=cutlass.Int32), _w1_words_layout())
-    acc = cute.make_rmem_tensor(cute.make_layout(((4, 4),), stride=((1, 4),)), cutlass.Int32)
-    acc.fill(0)
-
-    for i in cutlass.range(tidx, k_loads, W1_THREADS, unroll=1):
-        s_tasks[i] = tasks[bidx * k_loads + i]
-    if warp == 0:
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_init(mbar, 1)
-        cute.arch.mbarrier_init_fence()
-    cute.arch.sync_threads()
-
-    phase = cutlass.Int32(0)
-    for j in cutlass.range(k_loads, unroll=1):
-        task = s_tasks[j]
-        k = task >> 2
-        if warp == 0:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(mbar, W1_TILE_BYTES)
-            g_tile = g_part[(None, ((task >> 1) & 1, task & 1))]
-            for jj in cutlass.range_constexpr(n):
-                if k == jj:
-                    cute.copy(loads[jj], g_tile, s_part, tma_bar_ptr=mbar)
-        cute.arch.mbarrier_wait(mbar, phase)
-        acc.store(acc.load() ^ s_words[(None, tidx)].load())
-        cute.arch.sync_threads()
-        phase = phase ^ 1
-
-    g_words = cute.make_tensor(out.iterator + bidx * W1_WORDS, _w1_words_layout())
-    g_words[(None, tidx)].store(acc.load())
-
-
-@cute.kernel
-def w1_gmem_kernel(
-    template: cute.CopyAtom,  # compile-time type only; its own descriptor is never used
-    table: cute.Tensor,  # Uint8 [n * 128]: the descriptors, in global memory
-    coords: cute.Tensor,
-    tasks: cute.Tensor,
-    out: cute.Tensor,
-    k_loads: cutlass.Int32,
-):
+    `template` only gives the partitioning (tile shape and layout); the variants pick
+    the descriptor of each load themselves.
+    """
     bidx, _, _ = cute.arch.block_idx()
     tidx, _, _ = cute.arch.thread_idx()
     warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
@@ -255,27 +125,125 @@ def w1_gmem_kernel(
             cute.arch.mbarrier_init(mbar, 1)
         cute.arch.mbarrier_init_fence()
     cute.arch.sync_threads()
+    return _W1Chain(bidx, tidx, warp, mbar, s_tasks, s_part, g_part, s_words, acc)
 
+
+def _w1_tile(task):
+    """(tile row, tile col) of a packed W1 task `(source << 2) | (row << 1) | col`."""
+    return (task >> 1) & 1, task & 1
+
+
+@cute.jit
+def _w1_expect_tile(mbar):
+    """Arm the barrier for one tile's bytes (warp 0, before it issues the load)."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(mbar, W1_TILE_BYTES)
+
+
+@cute.jit
+def _w1_consume(w: _W1Chain, phase: cutlass.Int32) -> cutlass.Int32:
+    """Wait for the tile, XOR it in; every thread has read it before the next load lands."""
+    cute.arch.mbarrier_wait(w.mbar, phase)
+    w.acc.store(w.acc.load() ^ w.s_words[(None, w.tidx)].load())
+    cute.arch.sync_threads()
+    return phase ^ 1
+
+
+@cute.jit
+def _w1_finish(w: _W1Chain, out: cute.Tensor):
+    """out[b] = the XOR of every tile CTA b loaded, in the tile's row-major order."""
+    g_words = cute.make_tensor(out.iterator + w.bidx * W1_WORDS, _w1_words_layout())
+    g_words[(None, w.tidx)].store(w.acc.load())
+
+
+# The four W1 kernels differ only in how load j picks its descriptor (the lines under
+# `if w.warp == 0:`); the rest is the helpers above.
+@gcdsl.kernel
+def w1_gcdsl_kernel(
+    loads: List[cute.CopyAtom],
+    coords: cute.Tensor,  # ((64, 64), (2, 2)) TMA coordinates of one source
+    tasks: cute.Tensor,  # Int32 [grid * k_loads]
+    out: cute.Tensor,  # Int32 [grid * 2048]
+    k_loads: cutlass.Int32,
+):
+    w = _w1_start(loads[0], coords, tasks, k_loads)
     phase = cutlass.Int32(0)
     for j in cutlass.range(k_loads, unroll=1):
-        task = s_tasks[j]
+        task = w.s_tasks[j]
         k = task >> 2
-        if warp == 0:
+        if w.warp == 0:
+            _w1_expect_tile(w.mbar)
+            cute.copy(loads[k], w.g_part[(None, _w1_tile(task))], w.s_part, tma_bar_ptr=w.mbar)
+        phase = _w1_consume(w, phase)
+    _w1_finish(w, out)
+
+
+@cute.kernel
+def w1_floor_kernel(
+    load: cute.CopyAtom,  # one descriptor over all sources stacked: (n * 128, 128)
+    coords: cute.Tensor,  # ((64, 64), (2 * n, 2))
+    tasks: cute.Tensor,
+    out: cute.Tensor,
+    k_loads: cutlass.Int32,
+):
+    w = _w1_start(load, coords, tasks, k_loads)
+    phase = cutlass.Int32(0)
+    for j in cutlass.range(k_loads, unroll=1):
+        task = w.s_tasks[j]
+        k = task >> 2
+        if w.warp == 0:
+            _w1_expect_tile(w.mbar)
+            row, col = _w1_tile(task)
+            cute.copy(load, w.g_part[(None, (k * 2 + row, col))], w.s_part, tma_bar_ptr=w.mbar)  # source k's rows
+        phase = _w1_consume(w, phase)
+    _w1_finish(w, out)
+
+
+@cute.kernel
+def w1_chain_kernel(
+    loads: List[cute.CopyAtom],
+    coords: cute.Tensor,
+    tasks: cute.Tensor,
+    out: cute.Tensor,
+    k_loads: cutlass.Int32,
+    n: cutlass.Constexpr,
+):
+    w = _w1_start(loads[0], coords, tasks, k_loads)
+    phase = cutlass.Int32(0)
+    for j in cutlass.range(k_loads, unroll=1):
+        task = w.s_tasks[j]
+        k = task >> 2
+        if w.warp == 0:
+            _w1_expect_tile(w.mbar)
+            g_tile = w.g_part[(None, _w1_tile(task))]
+            for jj in cutlass.range_constexpr(n):
+                if k == jj:
+                    cute.copy(loads[jj], g_tile, w.s_part, tma_bar_ptr=w.mbar)
+        phase = _w1_consume(w, phase)
+    _w1_finish(w, out)
+
+
+@cute.kernel
+def w1_gmem_kernel(
+    template: cute.CopyAtom,  # compile-time type only; its own descriptor is never used
+    table: cute.Tensor,  # Uint8 [n * 128]: the descriptors, in global memory
+    coords: cute.Tensor,
+    tasks: cute.Tensor,
+    out: cute.Tensor,
+    k_loads: cutlass.Int32,
+):
+    w = _w1_start(template, coords, tasks, k_loads)
+    phase = cutlass.Int32(0)
+    for j in cutlass.range(k_loads, unroll=1):
+        task = w.s_tasks[j]
+        k = task >> 2
+        if w.warp == 0:
             desc = gmem_desc_ptr(table, k)
             cpasync.fence_tma_desc_acquire(desc)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(mbar, W1_TILE_BYTES)
-            cute.copy(
-                template, g_part[(None, ((task >> 1) & 1, task & 1))], s_part,
-                tma_bar_ptr=mbar, tma_desc_ptr=desc,
-            )
-        cute.arch.mbarrier_wait(mbar, phase)
-        acc.store(acc.load() ^ s_words[(None, tidx)].load())
-        cute.arch.sync_threads()
-        phase = phase ^ 1
-
-    g_words = cute.make_tensor(out.iterator + bidx * W1_WORDS, _w1_words_layout())
-    g_words[(None, tidx)].store(acc.load())
+            _w1_expect_tile(w.mbar)
+            cute.copy(template, w.g_part[(None, _w1_tile(task))], w.s_part, tma_bar_ptr=w.mbar, tma_desc_ptr=desc)
+        phase = _w1_consume(w, phase)
+    _w1_finish(w, out)
 
 
 def _w1_load_atoms(srcs):
@@ -377,8 +345,26 @@ def _w2_unpack(task):
     return task >> 20, (task >> 8) & 0xFFF, task & 0xFF
 
 
-def _w2_setup(template_load, template_store, coords, smem_layout):
-    """Barriers, the staged buffer and both partitions; every variant shares this part."""
+class _W2Pipeline(NamedTuple):
+    """What every W2 kernel sets up before its pipeline, and uses in it."""
+
+    bidx: Any
+    grid: Any
+    full: Any  # one mbarrier per stage: the stage's tile has landed
+    s_load: Any  # the stages, as TMA loads see them: (tile, stage)
+    g_load: Any  # the source tiles, as TMA loads see them: (tile, (tile row, tile col))
+    s_store: Any  # the same for the stores
+    g_store: Any
+    mine: Any  # how many tiles this CTA copies: bidx, bidx + grid, ...
+
+
+@cute.jit
+def _w2_start(template_load: cute.CopyAtom, template_store: cute.CopyAtom, coords: cute.Tensor,
+              tasks: cute.Tensor, smem_layout: cute.Layout):
+    """Shared memory, both partitions, this CTA's tile count and initialised barriers.
+
+    The templates only give the partitioning; the variants pick each copy's descriptor.
+    """
     bidx, _, _ = cute.arch.block_idx()
     grid, _, _ = cute.arch.grid_dim()
     smem = cutlass.memory.SmemAllocator()
@@ -390,9 +376,48 @@ def _w2_setup(template_load, template_store, coords, smem_layout):
     s_store, g_store = cpasync.tma_partition(
         template_store, 0, cute.make_layout(1), cute.group_modes(s_buf, 0, 2), coords
     )
-    return bidx, grid, full, s_load, g_load, s_store, g_store
+    n_tiles = cute.size(tasks)
+    mine = (n_tiles - bidx + grid - 1) // grid  # tiles bidx, bidx + grid, ...
+    with cute.arch.elect_one():
+        for s in cutlass.range_constexpr(W2_STAGES):
+            cute.arch.mbarrier_init(full + s, 1)
+    cute.arch.mbarrier_init_fence()
+    cute.arch.sync_warp()
+    return _W2Pipeline(bidx, grid, full, s_load, g_load, s_store, g_store, mine)
 
 
+@cute.jit
+def _w2_expect_tile(full, stage):
+    """Arm stage `stage`'s barrier for one tile's bytes, before its load is issued."""
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_arrive_and_expect_tx(full + stage, W2_TILE_BYTES)
+
+
+@cute.jit
+def _w2_landed(p: _W2Pipeline, tasks: cute.Tensor, t):
+    """Tile t of this CTA has landed: its stage, its task, and the task that refills the stage.
+
+    Returns (stage, (source, tile row, tile col), refill, ahead): `refill` is the tile
+    that goes where tile t - 1 was, `ahead` its packed task.
+    """
+    refill = t + W2_STAGES - 1
+    ahead = tasks[p.bidx + cutlass.min(refill, p.mine - 1) * p.grid]
+    stage = t % W2_STAGES
+    task = _w2_unpack(tasks[p.bidx + t * p.grid])
+    cute.arch.mbarrier_wait(p.full + stage, (t // W2_STAGES) % 2)
+    return stage, task, refill, ahead
+
+
+@cute.jit
+def _w2_free_for_refill(ahead, refill):
+    """Wait until the store of tile t - 1 has left shared memory: (source, row, col, stage) to load next."""
+    cute.arch.cp_async_bulk_wait_group(1, read=True)
+    k2, r2, c2 = _w2_unpack(ahead)
+    return k2, r2, c2, refill % W2_STAGES
+
+
+# The four W2 kernels share the pipeline above and differ only in how each load and
+# store picks its descriptor: the `cute.copy` lines and what precedes them.
 @gcdsl.kernel
 def w2_gcdsl_kernel(
     loads: List[cute.CopyAtom],
@@ -401,37 +426,21 @@ def w2_gcdsl_kernel(
     tasks: cute.Tensor,  # Int32 [tiles]
     smem_layout: cute.Layout,
 ):
-    bidx, grid, full, s_load, g_load, s_store, g_store = _w2_setup(loads[0], stores[0], coords, smem_layout)
-    n_tiles = cute.size(tasks)
-    mine = (n_tiles - bidx + grid - 1) // grid  # tiles bidx, bidx + grid, ...
-    with cute.arch.elect_one():
-        for s in cutlass.range_constexpr(W2_STAGES):
-            cute.arch.mbarrier_init(full + s, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.sync_warp()
+    p = _w2_start(loads[0], stores[0], coords, tasks, smem_layout)
+    for t in cutlass.range(cutlass.min(p.mine, W2_STAGES), unroll=1):  # prologue: fill every stage
+        k, r, c = _w2_unpack(tasks[p.bidx + t * p.grid])
+        _w2_expect_tile(p.full, t)
+        cute.copy(loads[k], p.g_load[(None, (r, c))], p.s_load[(None, t)], tma_bar_ptr=p.full + t)
 
-    for t in cutlass.range(cutlass.min(mine, W2_STAGES), unroll=1):  # prologue: fill every stage
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(full + t, W2_TILE_BYTES)
-        cute.copy(loads[k], g_load[(None, (r, c))], s_load[(None, t)], tma_bar_ptr=full + t)
-
-    for t in cutlass.range(mine, unroll=1):
-        refill = t + W2_STAGES - 1  # the tile that goes where tile t - 1 was
-        ahead = tasks[bidx + cutlass.min(refill, mine - 1) * grid]
-        stage = t % W2_STAGES
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
-        cute.arch.mbarrier_wait(full + stage, (t // W2_STAGES) % 2)
+    for t in cutlass.range(p.mine, unroll=1):
+        stage, (k, r, c), refill, ahead = _w2_landed(p, tasks, t)
         with cute.arch.elect_one():  # a TMA store is issued by every thread that reaches it
-            cute.copy(stores[k], s_store[(None, stage)], g_store[(None, (r, c))])
+            cute.copy(stores[k], p.s_store[(None, stage)], p.g_store[(None, (r, c))])
         cute.arch.cp_async_bulk_commit_group()
-        if t >= 1 and refill < mine:
-            cute.arch.cp_async_bulk_wait_group(1, read=True)  # the store of tile t - 1 has left smem
-            k2, r2, c2 = _w2_unpack(ahead)
-            s2 = refill % W2_STAGES
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(full + s2, W2_TILE_BYTES)
-            cute.copy(loads[k2], g_load[(None, (r2, c2))], s_load[(None, s2)], tma_bar_ptr=full + s2)
+        if t >= 1 and refill < p.mine:
+            k2, r2, c2, s2 = _w2_free_for_refill(ahead, refill)
+            _w2_expect_tile(p.full, s2)
+            cute.copy(loads[k2], p.g_load[(None, (r2, c2))], p.s_load[(None, s2)], tma_bar_ptr=p.full + s2)
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
@@ -443,37 +452,21 @@ def w2_floor_kernel(
     tasks: cute.Tensor,  # source field 0, tile row counted in the stack
     smem_layout: cute.Layout,
 ):
-    bidx, grid, full, s_load, g_load, s_store, g_store = _w2_setup(load, store, coords, smem_layout)
-    n_tiles = cute.size(tasks)
-    mine = (n_tiles - bidx + grid - 1) // grid
-    with cute.arch.elect_one():
-        for s in cutlass.range_constexpr(W2_STAGES):
-            cute.arch.mbarrier_init(full + s, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.sync_warp()
+    p = _w2_start(load, store, coords, tasks, smem_layout)
+    for t in cutlass.range(cutlass.min(p.mine, W2_STAGES), unroll=1):
+        _, r, c = _w2_unpack(tasks[p.bidx + t * p.grid])
+        _w2_expect_tile(p.full, t)
+        cute.copy(load, p.g_load[(None, (r, c))], p.s_load[(None, t)], tma_bar_ptr=p.full + t)
 
-    for t in cutlass.range(cutlass.min(mine, W2_STAGES), unroll=1):
-        _, r, c = _w2_unpack(tasks[bidx + t * grid])
+    for t in cutlass.range(p.mine, unroll=1):
+        stage, (_, r, c), refill, ahead = _w2_landed(p, tasks, t)
         with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(full + t, W2_TILE_BYTES)
-        cute.copy(load, g_load[(None, (r, c))], s_load[(None, t)], tma_bar_ptr=full + t)
-
-    for t in cutlass.range(mine, unroll=1):
-        refill = t + W2_STAGES - 1
-        ahead = tasks[bidx + cutlass.min(refill, mine - 1) * grid]
-        stage = t % W2_STAGES
-        _, r, c = _w2_unpack(tasks[bidx + t * grid])
-        cute.arch.mbarrier_wait(full + stage, (t // W2_STAGES) % 2)
-        with cute.arch.elect_one():
-            cute.copy(store, s_store[(None, stage)], g_store[(None, (r, c))])
+            cute.copy(store, p.s_store[(None, stage)], p.g_store[(None, (r, c))])
         cute.arch.cp_async_bulk_commit_group()
-        if t >= 1 and refill < mine:
-            cute.arch.cp_async_bulk_wait_group(1, read=True)
-            _, r2, c2 = _w2_unpack(ahead)
-            s2 = refill % W2_STAGES
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(full + s2, W2_TILE_BYTES)
-            cute.copy(load, g_load[(None, (r2, c2))], s_load[(None, s2)], tma_bar_ptr=full + s2)
+        if t >= 1 and refill < p.mine:
+            _, r2, c2, s2 = _w2_free_for_refill(ahead, refill)
+            _w2_expect_tile(p.full, s2)
+            cute.copy(load, p.g_load[(None, (r2, c2))], p.s_load[(None, s2)], tma_bar_ptr=p.full + s2)
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
@@ -486,49 +479,33 @@ def w2_chain_kernel(
     smem_layout: cute.Layout,
     n: cutlass.Constexpr,
 ):
-    bidx, grid, full, s_load, g_load, s_store, g_store = _w2_setup(loads[0], stores[0], coords, smem_layout)
-    n_tiles = cute.size(tasks)
-    mine = (n_tiles - bidx + grid - 1) // grid
-    with cute.arch.elect_one():
-        for s in cutlass.range_constexpr(W2_STAGES):
-            cute.arch.mbarrier_init(full + s, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.sync_warp()
-
-    for t in cutlass.range(cutlass.min(mine, W2_STAGES), unroll=1):
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(full + t, W2_TILE_BYTES)
-        g_tile = g_load[(None, (r, c))]
-        s_tile = s_load[(None, t)]
+    p = _w2_start(loads[0], stores[0], coords, tasks, smem_layout)
+    for t in cutlass.range(cutlass.min(p.mine, W2_STAGES), unroll=1):
+        k, r, c = _w2_unpack(tasks[p.bidx + t * p.grid])
+        _w2_expect_tile(p.full, t)
+        g_tile = p.g_load[(None, (r, c))]
+        s_tile = p.s_load[(None, t)]
         for j in cutlass.range_constexpr(n):
             if k == j:
-                cute.copy(loads[j], g_tile, s_tile, tma_bar_ptr=full + t)
+                cute.copy(loads[j], g_tile, s_tile, tma_bar_ptr=p.full + t)
 
-    for t in cutlass.range(mine, unroll=1):
-        refill = t + W2_STAGES - 1
-        ahead = tasks[bidx + cutlass.min(refill, mine - 1) * grid]
-        stage = t % W2_STAGES
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
-        cute.arch.mbarrier_wait(full + stage, (t // W2_STAGES) % 2)
-        s_tile = s_store[(None, stage)]
-        g_tile = g_store[(None, (r, c))]
+    for t in cutlass.range(p.mine, unroll=1):
+        stage, (k, r, c), refill, ahead = _w2_landed(p, tasks, t)
+        s_tile = p.s_store[(None, stage)]
+        g_tile = p.g_store[(None, (r, c))]
         with cute.arch.elect_one():
             for j in cutlass.range_constexpr(n):
                 if k == j:
                     cute.copy(stores[j], s_tile, g_tile)
         cute.arch.cp_async_bulk_commit_group()
-        if t >= 1 and refill < mine:
-            cute.arch.cp_async_bulk_wait_group(1, read=True)
-            k2, r2, c2 = _w2_unpack(ahead)
-            s2 = refill % W2_STAGES
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(full + s2, W2_TILE_BYTES)
-            g_next = g_load[(None, (r2, c2))]
-            s_next = s_load[(None, s2)]
+        if t >= 1 and refill < p.mine:
+            k2, r2, c2, s2 = _w2_free_for_refill(ahead, refill)
+            _w2_expect_tile(p.full, s2)
+            g_next = p.g_load[(None, (r2, c2))]
+            s_next = p.s_load[(None, s2)]
             for j in cutlass.range_constexpr(n):
                 if k2 == j:
-                    cute.copy(loads[j], g_next, s_next, tma_bar_ptr=full + s2)
+                    cute.copy(loads[j], g_next, s_next, tma_bar_ptr=p.full + s2)
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
 
@@ -542,46 +519,28 @@ def w2_gmem_kernel(
     tasks: cute.Tensor,
     smem_layout: cute.Layout,
 ):
-    bidx, grid, full, s_load, g_load, s_store, g_store = _w2_setup(
-        template_load, template_store, coords, smem_layout
-    )
-    n_tiles = cute.size(tasks)
-    mine = (n_tiles - bidx + grid - 1) // grid
-    with cute.arch.elect_one():
-        for s in cutlass.range_constexpr(W2_STAGES):
-            cute.arch.mbarrier_init(full + s, 1)
-    cute.arch.mbarrier_init_fence()
-    cute.arch.sync_warp()
-
-    for t in cutlass.range(cutlass.min(mine, W2_STAGES), unroll=1):
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
+    p = _w2_start(template_load, template_store, coords, tasks, smem_layout)
+    for t in cutlass.range(cutlass.min(p.mine, W2_STAGES), unroll=1):
+        k, r, c = _w2_unpack(tasks[p.bidx + t * p.grid])
         desc = gmem_desc_ptr(load_table, k)
         cpasync.fence_tma_desc_acquire(desc)
-        with cute.arch.elect_one():
-            cute.arch.mbarrier_arrive_and_expect_tx(full + t, W2_TILE_BYTES)
-        cute.copy(template_load, g_load[(None, (r, c))], s_load[(None, t)], tma_bar_ptr=full + t,
+        _w2_expect_tile(p.full, t)
+        cute.copy(template_load, p.g_load[(None, (r, c))], p.s_load[(None, t)], tma_bar_ptr=p.full + t,
                   tma_desc_ptr=desc)
 
-    for t in cutlass.range(mine, unroll=1):
-        refill = t + W2_STAGES - 1
-        ahead = tasks[bidx + cutlass.min(refill, mine - 1) * grid]
-        stage = t % W2_STAGES
-        k, r, c = _w2_unpack(tasks[bidx + t * grid])
-        cute.arch.mbarrier_wait(full + stage, (t // W2_STAGES) % 2)
+    for t in cutlass.range(p.mine, unroll=1):
+        stage, (k, r, c), refill, ahead = _w2_landed(p, tasks, t)
         out_desc = gmem_desc_ptr(store_table, k)
         cpasync.fence_tma_desc_acquire(out_desc)
         with cute.arch.elect_one():
-            cute.copy(template_store, s_store[(None, stage)], g_store[(None, (r, c))], tma_desc_ptr=out_desc)
+            cute.copy(template_store, p.s_store[(None, stage)], p.g_store[(None, (r, c))], tma_desc_ptr=out_desc)
         cute.arch.cp_async_bulk_commit_group()
-        if t >= 1 and refill < mine:
-            cute.arch.cp_async_bulk_wait_group(1, read=True)
-            k2, r2, c2 = _w2_unpack(ahead)
-            s2 = refill % W2_STAGES
+        if t >= 1 and refill < p.mine:
+            k2, r2, c2, s2 = _w2_free_for_refill(ahead, refill)
             desc = gmem_desc_ptr(load_table, k2)
             cpasync.fence_tma_desc_acquire(desc)
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_arrive_and_expect_tx(full + s2, W2_TILE_BYTES)
-            cute.copy(template_load, g_load[(None, (r2, c2))], s_load[(None, s2)], tma_bar_ptr=full + s2,
+            _w2_expect_tile(p.full, s2)
+            cute.copy(template_load, p.g_load[(None, (r2, c2))], p.s_load[(None, s2)], tma_bar_ptr=p.full + s2,
                       tma_desc_ptr=desc)
     cute.arch.cp_async_bulk_wait_group(0, read=True)
 

@@ -29,16 +29,18 @@ if ROOT not in sys.path:
 
 from benchmarks import harness  # noqa: E402  (imports no DSL)
 
-WORKLOADS = ("W1", "W2", "W3", "W4")
-NEEDS_GPU = {"W1", "W2", "W3"}
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
+NEEDS_GPU = {"W1", "W2", "W3", "W5"}
 
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="gcdsl benchmark suite (see benchmarks/README.md)")
     p.add_argument("--quick", action="store_true", help="smaller W1 chain, fewer W3 calls, one compile per W4 point")
-    p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated subset of W1,W2,W3,W4")
+    p.add_argument("--only", default=",".join(WORKLOADS), help="comma-separated subset of W1,W2,W3,W4,W5")
     p.add_argument("--compile-check", action="store_true",
                    help="compile every kernel variant with fake tensors and report OK/FAILED; run nothing")
+    p.add_argument("--ptx-dir", metavar="DIR",
+                   help="with --compile-check: also write each variant's PTX to DIR (compare two with compare_ptx.py)")
     p.add_argument("--reps", type=int, default=None, help="timed repetitions (default 30, --quick 20; minimum 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed launches before timing")
     p.add_argument("--no-cpp", action="store_true", help="skip the CUDA C++ anchor in W1")
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
         print(f"\nwrote {os.path.relpath(path, ROOT)} ({time.perf_counter() - started:.0f} s)")
         return 0 if all(r.get("status") in (harness.OK, harness.SKIPPED) for r in report.rows) else 1
 
-    modules = {"W1": "w1_latency", "W2": "w2_bandwidth", "W3": "w3_launch", "W4": "w4_compile"}
+    modules = {"W1": "w1_latency", "W2": "w2_bandwidth", "W3": "w3_launch", "W4": "w4_compile",
+               "W5": "w5_grouped_gemm"}
     bad = 0
     for workload in args.only:
         if workload in NEEDS_GPU and not gpu:

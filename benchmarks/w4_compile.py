@@ -1,55 +1,46 @@
-"""W4, compile cost: `cute.compile` time and PTX size against N, gcdsl against the if/elif chain.
+"""W4, compile cost: `cute.compile` seconds and PTX size against N, three ways to carry N descriptors.
 
-Compiles the W1 kernels (loads only, so N = 200 fits the parameter limit) with fake tensors
-(`cute.runtime.make_fake_compact_tensor`): no GPU is needed; without one, run.py sets
-`CUTE_DSL_ARCH=sm_90a` before `cutlass` is imported. `CUTE_DSL_NO_CACHE=1`, so every compile
-is a real one. The floor and the gmem-table kernels do not depend on N and are listed for
-reference. The first compile of a process pays one-time DSL start-up: a warm-up compile
-runs first and is not reported.
+The W3 kernels (`launch_kernels.py`: one CTA loads one tile by TMA from source `k` of N):
+
+- ``atoms0``: plain `@cute.kernel` given the N atoms the jit function builds, using atoms[0]
+  only: what the DSL itself costs for N atom parameters (the reference);
+- ``list``: `@gcdsl.kernel` with `loads[k]` over the N atoms (runtime-indexed list);
+- ``table``: a `gcdsl.TensorMapTable` of N descriptors (encoded on the host, outside the
+  jit function: one grid-constant parameter of N x 128 bytes) and one template atom.
+
+Fake tensors (`cute.runtime.make_fake_compact_tensor`): no GPU is needed; without one,
+run.py sets `CUTE_DSL_ARCH=sm_90a` before `cutlass` is imported. `CUTE_DSL_NO_CACHE=1`, so
+every compile is a real one. A warm-up compile runs first and is not reported.
+
+Targets (computed): `list` PTX bytes at N=200 at most 1.5x those at N=1; `list` compile at
+N=200 at most 1.1x `atoms0` at N=200; `table` compile at N=200 at most 1.5x that at N=1.
 """
 from __future__ import annotations
 
 import time
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
-from .harness import ERROR, OK, SKIPPED, Report, fmt_range, print_header, summarize, table
+from .harness import ERROR, OK, Report, fmt_range, print_header, summarize, table
 
-NS = (1, 8, 64, 200)
-VARIANTS = ("gcdsl", "chain", "floor", "gmem")
-CHAIN_CAP_S = 120.0  # stop growing N for a variant once one compile takes longer than this
-
-
-def fake_w1_args(variant: str, n: int):
-    import cutlass
-    import cutlass.cute as cute
-    from cutlass.runtime import make_fake_stream
-
-    from . import kernels as K
-
-    fake = cute.runtime.make_fake_compact_tensor
-    rows, cols = K.W1_SRC_SHAPE
-    src = lambda r=rows: fake(cutlass.Float16, (r, cols), stride_order=(1, 0), assumed_align=16)  # noqa: E731
-    tasks = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
-    out = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=16)
-    kl, st = cutlass.Int32(1), make_fake_stream()
-    if variant == "gcdsl":
-        return K.w1_gcdsl, ([src() for _ in range(n)], tasks, out, kl, st)
-    if variant == "chain":
-        return K.w1_chain, ([src() for _ in range(n)], tasks, out, kl, st)
-    if variant == "floor":
-        return K.w1_floor, (src(n * rows), tasks, out, kl, st)
-    if variant == "gmem":
-        table = fake(cutlass.Uint8, (n * K.DESC_BYTES,), assumed_align=128)
-        return K.w1_gmem, (src(), table, tasks, out, kl, st)
-    raise ValueError(variant)
+NS = (1, 16, 64, 200)
+VARIANTS = ("atoms0", "list", "table")
+LABELS = {"atoms0": "@cute.kernel, N atoms, uses [0]", "list": "@gcdsl.kernel loads[k]",
+          "table": "TensorMapTable + template"}
+TARGETS = (  # (name, (variant, n, metric), (variant, n, metric), limit)
+    ("list PTX bytes N=200 <= 1.5x N=1", ("list", 200, "ptx_bytes"), ("list", 1, "ptx_bytes"), 1.5),
+    ("list compile N=200 <= 1.1x atoms0 N=200", ("list", 200, "compile_s"), ("atoms0", 200, "compile_s"), 1.1),
+    ("table compile N=200 <= 1.5x N=1", ("table", 200, "compile_s"), ("table", 1, "compile_s"), 1.5),
+)
 
 
 def compile_one(variant: str, n: int):
     """(seconds, PTX text) of one fresh `cute.compile`."""
     import cutlass.cute as cute
 
-    fn, args = fake_w1_args(variant, n)
+    from . import launch_kernels as L
+
+    fn, args = L.fake_args(variant, n)
     t0 = time.perf_counter()
     compiled = cute.compile(fn, *args)
     return time.perf_counter() - t0, compiled.__ptx__ or ""
@@ -59,55 +50,69 @@ def run(args, machine: Dict[str, Any]) -> Report:
     from . import common
 
     reps = 1 if args.quick else 3
-    report = Report("W4", "W4 compile cost: cute.compile seconds and PTX size against N (W1 kernels)")
-    report.config = {"ns": NS, "compiles_per_point": reps, "kernel": "W1 (loads only)",
-                     "arch": machine.get("compute_capability") or machine.get("cute_dsl_arch_env"),
-                     "chain_cap_s": CHAIN_CAP_S}
-    print_header(f"W4 compile cost: W1 kernels, {reps} fresh compile(s) per point")
-    compile_one("floor", 1)  # warm-up: DSL and MLIR start-up, not reported
+    report = Report("W4", "W4 compile cost: cute.compile seconds and PTX size against N")
+    report.config = {"ns": NS, "compiles_per_point": reps, "kernel": "launch_kernels.py (1-CTA TMA load)",
+                     "arch": machine.get("compute_capability") or machine.get("cute_dsl_arch_env")}
+    print_header(f"W4 compile cost: {reps} fresh compile(s) per point")
+    compile_one("plain", 1)  # warm-up: DSL and MLIR start-up, not reported
     results: Dict[str, Dict[int, Dict[str, Any]]] = {v: {} for v in VARIANTS}
-    for variant in VARIANTS:
-        capped = None
-        for n in NS:
+    for n in NS:
+        for variant in VARIANTS:
             row = report.add(variant=variant, n=n)
             results[variant][n] = row
-            if capped is not None:
-                row.update(status=SKIPPED, detail=f"capped: one compile at N={capped} took > {CHAIN_CAP_S:.0f} s")
-                print(f"  N={n:<4} {variant:<6} {row['detail']}", flush=True)
-                continue
             try:
                 times, ptx = [], ""
                 for _ in range(reps):
                     seconds, ptx = compile_one(variant, n)
                     times.append(seconds)
                 row.update(status=OK, compile_s=summarize(times), ptx_bytes=len(ptx.encode()),
-                           ptx_code_bytes=common.code_bytes(ptx),
-                           tma_instructions=common.count_tma(ptx), descriptor_params=common.descriptor_params(ptx))
-                if max(times) > CHAIN_CAP_S:
-                    capped = n
-            except Exception as exc:  # noqa: BLE001
+                           ptx_code_bytes=common.code_bytes(ptx), tma_instructions=common.count_tma(ptx),
+                           descriptor_params=common.descriptor_params(ptx))
+            except Exception as exc:  # noqa: BLE001 - reported as the result
                 row.update(status=ERROR, detail=common.short_error(exc))
                 traceback.print_exc()
-            print(f"  N={n:<4} {variant:<6} {_cell(row)}", flush=True)
+            print(f"  N={n:<4} {variant:<7} {_cell(row)}", flush=True)
     _print_table(results, reps)
-    capped_rows = [r for v in results.values() for r in v.values() if r.get("status") == SKIPPED]
-    if capped_rows:
-        report.notes.append(f"{len(capped_rows)} points skipped by the {CHAIN_CAP_S:.0f} s compile cap")
+    report.config["verdicts"] = _verdicts(results)
     return report
+
+
+def _value(results, variant: str, n: int, metric: str) -> Optional[float]:
+    r = results[variant].get(n, {})
+    if r.get("status") != OK:
+        return None
+    return r["compile_s"]["median"] if metric == "compile_s" else r[metric]
+
+
+def _verdicts(results) -> List[Dict[str, Any]]:
+    print("\nTargets:")
+    out = []
+    for name, num_key, den_key, limit in TARGETS:
+        num, den = _value(results, *num_key), _value(results, *den_key)
+        if num is None or den is None:
+            verdict = {"target": name, "status": "NOT MEASURED"}
+            text = ""
+        else:
+            verdict = {"target": name, "ratio": round(num / den, 3), "limit": limit, "numerator": num,
+                       "denominator": den, "status": "MET" if num / den <= limit else "MISSED"}
+            text = f"{num / den:.2f}x ({num:.3g} / {den:.3g})"
+        out.append(verdict)
+        print(f"  {name:<42} {verdict['status']:<12} {text}")
+    return out
 
 
 def _cell(row: Dict[str, Any]) -> str:
     if row.get("status") != OK:
         return f"{row.get('status')}: {row.get('detail', '')}"
-    return (f"{fmt_range(row['compile_s'], digits=2)} s, PTX {row['ptx_bytes'] / 1024:.1f} KiB "
-            f"({row['ptx_code_bytes'] / 1024:.1f} KiB without parameter lines), "
+    return (f"{fmt_range(row['compile_s'], digits=2)} s, PTX {row['ptx_bytes']} B "
+            f"({row['ptx_code_bytes']} B without parameter lines), "
             f"{row['tma_instructions']} TMA instr, {row['descriptor_params']} desc params")
 
 
 def _print_table(results, reps: int) -> None:
     headers = ["N"]
     for v in VARIANTS:
-        headers += [f"{v} compile s", "PTX KiB", "code KiB", "TMA"]
+        headers += [f"{LABELS[v]}: compile s", "PTX B", "code B"]
     rows: List[List[str]] = []
     for n in NS:
         cells = [str(n)]
@@ -115,15 +120,10 @@ def _print_table(results, reps: int) -> None:
             r = results[v].get(n, {})
             if r.get("status") == OK:
                 cells += [fmt_range(r["compile_s"], digits=2) if reps > 1 else f"{r['compile_s']['median']:.2f}",
-                          f"{r['ptx_bytes'] / 1024:.1f}", f"{r['ptx_code_bytes'] / 1024:.1f}",
-                          str(r["tma_instructions"])]
+                          str(r["ptx_bytes"]), str(r["ptx_code_bytes"])]
             else:
-                cells += [str(r.get("status", "-")), "-", "-", "-"]
+                cells += [str(r.get("status", "-")), "-", "-"]
         rows.append(cells)
     print(f"\ncute.compile seconds ({'median [min-max] of ' + str(reps) if reps > 1 else 'one compile'}), "
-          "PTX size, PTX without parameter lines (code), cp.async.bulk.tensor instructions")
+          "PTX bytes, PTX bytes without parameter lines (code)")
     print(table(headers, rows))
-    for v in VARIANTS:
-        for n, r in results[v].items():
-            if r.get("status") == ERROR:
-                print(f"  ERROR: {v} N={n}: {r.get('detail')}")

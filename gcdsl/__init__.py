@@ -14,6 +14,7 @@ the descriptor at `cvta.param(first) + index * 128`. `Kernel.desugared_source`
 shows the code that runs; `GCDSL_DUMP=1` prints it and `GCDSL_DUMP_DIR=dir`
 writes it when the kernel is first traced.
 """
+from . import config, ptx  # neither imports the DSL
 from .diagnostics import Diag, GcdslError, SourceLocation
 from .frontend import desugar_function
 from .markers import GridConstant
@@ -28,9 +29,11 @@ __all__ = [
     "Kernel",
     "SourceLocation",
     "TensorMapTable",
+    "config",
     "desugar_function",
     "grid_constant",
     "kernel",
+    "ptx",
     "tma_desc_ptr",
 ]
 
@@ -45,6 +48,10 @@ _LAZY = {  # these pull in the DSL; the front end and diagnostics work without i
 
 
 def __getattr__(name):
+    if name == "ops":  # operators: imports torch and the DSL, so only when asked for
+        import importlib
+
+        return importlib.import_module(".ops", __name__)
     if name in _LAZY:
         import importlib
 

@@ -9,13 +9,13 @@ import traceback
 import types
 from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
 
-from . import frontend
+from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
 from .frontend.analysis import KernelAnalysis, ParamKind
 from .frontend.dump import register_source, render_with_line_map, synthetic_filename
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import _dsl, param_budget, runtime
-from .lower.descriptors import descriptor_verdict
+from .lower.descriptors import descriptor_verdict, pack_descriptor_list
 from .lower.grid_constant import check_grid_constant_arg
 from .lower.launch_context import LaunchContext, NeedsLowering, launching
 from .lower.tensor_lists import lower_tensor_list
@@ -35,7 +35,7 @@ class Kernel:
                  dsl_options: Optional[Dict[str, Any]] = None) -> None:
         self._binding = binding  # "function", "static" or "class": how attribute access binds it
         if check_bounds is None:
-            check_bounds = os.environ.get("GCDSL_CHECK_BOUNDS", "0") not in ("", "0")
+            check_bounds = config.get().check_bounds
         self.check_bounds = check_bounds
         source = frontend.capture(func)
         self._analysis: KernelAnalysis = frontend.analyze(source)
@@ -49,8 +49,9 @@ class Kernel:
         self._signature = inspect.signature(func)
         self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno)
         self._dumped = False
-        # Tensor lists a runtime index has reached: lowered to a table from then on.
-        self._lowered: Set[str] = set()
+        # Lists a runtime index has reached: lowered up front in later launches (tensor
+        # lists to a table, descriptor lists to one packed blob), saving a second trace.
+        self._learned: Set[str] = set()
         self._cute_kernel = self._materialize(func, desugared)
 
     def _materialize(self, func: Callable, desugared: frontend.Desugared) -> Any:
@@ -90,11 +91,10 @@ class Kernel:
                         if param.kind is ParamKind.DESCRIPTOR_LIST}
             return _Launcher(self, bound, LaunchContext(self.__name__, verdicts))
 
-    def _dsl_launcher(self, bound: inspect.BoundArguments) -> Any:
-        """The DSL's launcher for `bound`, with every list a runtime index has reached lowered."""
-        arguments = dict(bound.arguments)
-        for name in self._lowered & arguments.keys():
-            arguments[name] = lower_tensor_list(arguments[name], param=name)
+    def _dsl_launcher(self, bound: inspect.BoundArguments, lowered: Dict[str, Any]) -> Any:
+        """The DSL's launcher for `bound`, with the lists in `lowered` replaced by their
+        lowered form."""
+        arguments = {**bound.arguments, **lowered}
         # Defaults are sized for the budget but not passed: the DSL names kernels after
         # the arguments it is given, as under `@cute.kernel`.
         with_defaults = inspect.BoundArguments(self._signature, dict(arguments))
@@ -107,20 +107,29 @@ class Kernel:
         passed = inspect.BoundArguments(self._signature, arguments)
         return self._cute_kernel(*passed.args, **passed.kwargs)
 
-    def _lower_from_now_on(self, need: NeedsLowering, bound: inspect.BoundArguments) -> Any:
-        """A runtime index reached a tensor list in the DSL's form: lower it, for this
-        launch and every later one, and give the launcher to trace again."""
-        if need.param in self._lowered:
-            raise TypeError(f"gcdsl internal error: `{need.param}` was lowered and still reached as a list")
-        self._lowered.add(need.param)
-        try:
-            return self._dsl_launcher(bound)
-        except GcdslError as err:
-            self._lowered.discard(need.param)
-            site = self._user_place_in(need.__traceback__)
-            raise err.at(self._location(*site)) if site and err.location is None else err
+    def _lower(self, name: str, value: Any, context: LaunchContext) -> Any:
+        """List parameter `name` in the form a runtime index needs: a packed blob of
+        descriptors, or a table of tensor fields. Raises what makes that impossible."""
+        if self._analysis.params[name].kind is ParamKind.DESCRIPTOR_LIST:
+            verdict = context.descriptor_verdict(name)
+            if verdict is not None:
+                raise verdict
+            return pack_descriptor_list(value)
+        return lower_tensor_list(value, param=name)
 
-    # -- checks on the host ----------------------------------------------------------
+    def _learned_lowerings(self, bound: inspect.BoundArguments, context: LaunchContext) -> Dict[str, Any]:
+        """The lists a runtime index reached in earlier launches, lowered up front where
+        this launch's arguments allow it (a list that cannot be lowered stays as it is:
+        if a runtime index reaches it, the trace says where)."""
+        lowered = {}
+        for name in self._learned & bound.arguments.keys():
+            try:
+                lowered[name] = self._lower(name, bound.arguments[name], context)
+            except GcdslError:
+                continue
+        return lowered
+
+    # -- checks on the host    # -- checks on the host ----------------------------------------------------------
 
     def _check_literal_indices(self, param: Any, value: Any) -> None:
         """`P[-5]` on a list of 3: a gcdsl error at its line, not a bare IndexError."""
@@ -171,7 +180,7 @@ class Kernel:
             located = err.at(self._location(*place)) if place else err
             if located is err:
                 raise
-            if os.environ.get("GCDSL_FRONTEND_DEBUG", "0") not in ("", "0"):
+            if config.get().frontend_debug:
                 raise located from err  # keep the chain through gcdsl and the DSL
             raise located from None
         except Exception as err:
@@ -193,10 +202,11 @@ class Kernel:
         if self._dumped:
             return
         self._dumped = True
-        if os.environ.get("GCDSL_DUMP", "0") not in ("", "0"):
+        settings = config.get()
+        if settings.dump:
             print(f"# ---- gcdsl: desugared {self._filename} ----", file=sys.stderr)
             print(self.desugared_source, file=sys.stderr)
-        dump_dir = os.environ.get("GCDSL_DUMP_DIR")
+        dump_dir = settings.dump_dir
         if dump_dir:
             os.makedirs(dump_dir, exist_ok=True)
             where = self._analysis.source
@@ -227,7 +237,7 @@ class Kernel:
 class _Launcher:
     """What calling a kernel returns: the DSL's launcher, whose `launch` traces the kernel.
 
-    A runtime index that reaches a tensor list still in the DSL's form stops the trace
+    A runtime index that reaches a list still in the DSL's form stops the trace
     (`NeedsLowering`); the half-built kernel is dropped and the launch traces again
     with that list lowered.
     """
@@ -235,7 +245,8 @@ class _Launcher:
     def __init__(self, kernel: Kernel, bound: inspect.BoundArguments, context: LaunchContext) -> None:
         self._kernel, self._bound, self._context = kernel, bound, context
         with launching(context), kernel._errors_at_user_lines():
-            self._launcher = kernel._dsl_launcher(bound)
+            self._lowered = kernel._learned_lowerings(bound, context)
+            self._launcher = kernel._dsl_launcher(bound, self._lowered)
 
     def launch(self, *args: Any, **kwargs: Any) -> Any:
         while True:
@@ -246,7 +257,21 @@ class _Launcher:
             except NeedsLowering as need:
                 _dsl.abandon_trace(snapshot, self._launcher)
                 with launching(self._context), self._kernel._errors_at_user_lines():
-                    self._launcher = self._kernel._lower_from_now_on(need, self._bound)
+                    self._relaunch_lowering(need)
+
+    def _relaunch_lowering(self, need: NeedsLowering) -> None:
+        """A runtime index reached list `need.param` in the DSL's form: lower it, for this
+        launch and (as a hint) later ones, and make the launcher to trace again."""
+        kernel, name = self._kernel, need.param
+        if name in self._lowered:
+            raise TypeError(f"gcdsl internal error: `{name}` was lowered and still reached as a list")
+        try:
+            self._lowered[name] = kernel._lower(name, self._bound.arguments[name], self._context)
+            self._launcher = kernel._dsl_launcher(self._bound, self._lowered)
+        except GcdslError as err:
+            site = kernel._user_place_in(need.__traceback__)
+            raise err.at(kernel._location(*site)) if site and err.location is None else err from None
+        kernel._learned.add(name)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._launcher, name)

@@ -39,6 +39,7 @@ class Diag(enum.Enum):
     LIST_CAPTURED = "list-captured"
     LIST_RETURNED = "list-returned"
     LIST_SHADOWED = "list-shadowed"
+    BAD_OP_INPUT = "bad-op-input"
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,14 @@ class Param:
     offset: int  # byte offset in the kernel's parameter buffer (the CUDA ABI's layout)
 
     @property
-    def is_descriptor(self) -> bool:
-        return self.size == DESCRIPTOR_BYTES and self.align >= 64
+    def descriptors(self) -> int:
+        """128-byte descriptors this parameter holds: 1 for a TMA atom (`.align 64 .b8 [128]`),
+        N for a packed list or a descriptor table (`.align 128 .b8 [N * 128]`), else 0."""
+        if self.align >= 64 and self.size == DESCRIPTOR_BYTES:
+            return 1
+        if self.align >= DESCRIPTOR_BYTES and self.size % DESCRIPTOR_BYTES == 0:
+            return self.size // DESCRIPTOR_BYTES
+        return 0
 
 
 @dataclass(frozen=True)
@@ -40,12 +46,14 @@ class Entry:
         return self.params[-1].offset + self.params[-1].size if self.params else 0
 
     def descriptor_runs(self) -> List[List[Param]]:
-        """Maximal runs of descriptor parameters that are adjacent in the buffer."""
+        """Maximal runs of descriptor-holding parameters that are adjacent in the buffer."""
         runs: List[List[Param]] = []
         for p in self.params:
-            if p.is_descriptor and runs and runs[-1][-1].offset + DESCRIPTOR_BYTES == p.offset:
+            if not p.descriptors:
+                continue
+            if runs and runs[-1][-1].offset + runs[-1][-1].size == p.offset:
                 runs[-1].append(p)
-            elif p.is_descriptor:
+            else:
                 runs.append([p])
         return runs
 
@@ -57,6 +65,30 @@ class Entry:
 
     def uses_local_memory(self) -> bool:
         return bool(re.search(r"\.local\b|\b(?:ld|st)\.local\b|__local_depot", self.body))
+
+    def local_bytes(self) -> int:
+        """Size of the kernel's local-memory frame (`__local_depot`), 0 without one."""
+        return sum(int(n) for n in re.findall(r"\.local\s+(?:\.align\s+\d+\s+)?\.b8\s+__local_depot\d+\[(\d+)\]",
+                                              self.body))
+
+    def printf_calls(self) -> int:
+        """Device `printf` calls (`call ... vprintf`)."""
+        return sum(1 for m in _INSTR.finditer(self.body)
+                   if m.group(1).startswith("call") and re.search(r"\bvprintf\b", m.group(2) or ""))
+
+    def traps(self) -> int:
+        """`trap` instructions: with gcdsl's bounds checks on, one per checked index."""
+        return self.count("trap")
+
+    def local_memory_is_printf_only(self) -> bool:
+        """Local memory is only written (never read back) and `vprintf` is called.
+
+        That is the argument buffer `vprintf` takes: the kernel stores the
+        message's values there and the printf machinery reads them. A spill or a
+        local array would also be read back with `ld.local`.
+        """
+        return (self.uses_local_memory() and self.printf_calls() > 0
+                and self.count("ld.local") == 0)
 
     def definition(self, register: str) -> Optional[str]:
         """The instruction that writes `register` (PTX from NVVM is in SSA form)."""
@@ -70,8 +102,8 @@ class Entry:
 def entries(ptx: str) -> Dict[str, Entry]:
     """Every `.entry` (kernel) in `ptx`, with its parameters laid out as the ABI does."""
     found: Dict[str, Entry] = {}
-    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{(.*?)\n\}", ptx, re.S):
-        name, params_text, body = m.group(1), m.group(2), m.group(4)
+    for m in re.finditer(r"\.entry\s+(\w+)\s*\((.*?)\)\s*(.*?)\n\{", ptx, re.S):
+        name, params_text, body = m.group(1), m.group(2), _body(ptx, m.end())
         params: List[Param] = []
         offset = 0
         for pm in _PARAM.finditer(params_text):
@@ -85,6 +117,23 @@ def entries(ptx: str) -> Dict[str, Entry]:
     return found
 
 
+def _body(ptx: str, start: int) -> str:
+    """The kernel body from `start` (just past its opening brace) to its closing brace.
+
+    Braces are counted: inline-asm blocks (`{ .reg .pred p; ... }`) and vector
+    operands (`{%r1, %r2}`) nest inside the body.
+    """
+    depth = 1
+    for i in range(start, len(ptx)):
+        if ptx[i] == "{":
+            depth += 1
+        elif ptx[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return ptx[start:i]
+    return ptx[start:]
+
+
 def single_entry(ptx: str) -> Entry:
     kernels = entries(ptx)
     if len(kernels) != 1:
@@ -93,18 +142,39 @@ def single_entry(ptx: str) -> Entry:
 
 
 def summary(ptx: str) -> str:
-    """A few lines a person can read: parameter space and TMA instructions per kernel."""
+    """A few lines a person can read: parameter space, TMA and WGMMA instructions per kernel."""
     lines = []
     for entry in entries(ptx).values():
         runs = entry.descriptor_runs()
         lines.append(f"kernel {entry.name[:60]}{'...' if len(entry.name) > 60 else ''}")
         lines.append(
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
-            f"descriptor arrays: {', '.join(f'{len(r)} x 128 B at +{r[0].offset}' for r in runs) or 'none'}"
+            f"descriptor arrays: {', '.join(_describe_run(r) for r in runs) or 'none'}"
         )
+        tables = [p for p in entry.params if p.size > 8 and not p.descriptors]
+        if tables:
+            lines.append("  tables: " + ", ".join(f"{p.size} B at +{p.offset} (align {p.align})" for p in tables))
         lines.append(
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
             f"{entry.count('cvta.param')} cvta.param, "
-            f"local memory: {'yes' if entry.uses_local_memory() else 'none'}"
+            f"WGMMA: {entry.count('wgmma.mma_async')} wgmma.mma_async, "
+            f"local memory: {_local_memory(entry)}"
         )
+        if entry.traps():
+            lines.append(f"  bounds checks: {entry.traps()} (trap sites), each printing its message with vprintf first")
     return "\n".join(lines)
+
+
+def _describe_run(run: List[Param]) -> str:
+    text = f"{sum(p.descriptors for p in run)} x 128 B at +{run[0].offset}"
+    return text if len(run) == 1 else f"{text} in {len(run)} parameters"
+
+
+def _local_memory(entry: Entry) -> str:
+    if not entry.uses_local_memory():
+        return "none"
+    size = f"yes, {entry.local_bytes()} B"
+    if not entry.local_memory_is_printf_only():
+        return size
+    why = "the bounds-check messages" if entry.traps() else "device printf"
+    return f"{size}: only the argument buffer of vprintf ({why})"

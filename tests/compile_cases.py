@@ -5,9 +5,9 @@ architecture and each choice of decorator needs its own process:
 
     python -m tests.compile_cases --arch sm_90a --decorator gcdsl --out DIR CASE...
 
-writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES` or `COMPAT_CASES`. With
-`--keep-going` a case that fails writes DIR/CASE.error (its exception) instead,
-and the others still compile.
+writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES` (or another table
+below). With `--keep-going` a case that fails writes DIR/CASE.error (its exception)
+instead, and the others still compile.
 """
 from __future__ import annotations
 
@@ -120,6 +120,45 @@ def _param_kinds():
     from tests.kernels import param_kinds
 
     return param_kinds.launch_every_kind, param_kinds.fake_args()
+
+
+def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1):
+    def build():
+        import numpy as np
+
+        import cutlass
+        import cutlass.cute as cute
+        import gcdsl
+        from gcdsl.ops import hopper_grouped_gemm as hgg
+
+        ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
+        gemm = hgg.HopperGroupedGemm(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m)
+        ptr = lambda dt: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
+        descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(c_dtype)).placeholder(groups, c_dtype)
+        sched = gcdsl.grid_constant(np.zeros((groups, hgg.SCHED_COLUMNS), dtype=np.int32))
+        return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), cutlass.Int32(1), descs, sched,
+                      cutlass.Int32(cluster_m), cute.runtime.make_fake_stream())
+
+    return build
+
+
+GROUPED_GEMM_CASES = {
+    "grouped_gemm_bf16_t256_g8": _grouped_gemm("BFloat16", "BFloat16", 8, 256),
+    "grouped_gemm_fp16_t128_f32_g64": _grouped_gemm("Float16", "Float32", 64, 128, n=2048, k=7168),
+    "grouped_gemm_fp16_t256_f16_g128": _grouped_gemm("Float16", "Float16", 128, 256, n=7168, k=2048),
+    "grouped_gemm_bf16_t256_g8_pairs": _grouped_gemm("BFloat16", "BFloat16", 8, 256, cluster_m=2),
+    "grouped_gemm_bf16_t128_f32_g16_pairs": _grouped_gemm("BFloat16", "Float32", 16, 128, n=4096, k=4096,
+                                                          cluster_m=2),
+}
+
+
+def _grouped_gemm_max_groups():
+    from gcdsl.ops import MAX_GROUPS
+
+    return _grouped_gemm("BFloat16", "BFloat16", MAX_GROUPS, 256)()
+
+
+GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
 def _dropin(case):
@@ -241,9 +280,17 @@ def main() -> int:
         CUTE_DSL_NO_CACHE="1",
         GCDSL_TEST_DECORATOR=args.decorator,
     )
+    from gcdsl import config
+
+    config.reload()  # GCDSL_TEST_DECORATOR just changed
     import cutlass.cute as cute  # only now: the DSL reads the variables above on import
 
     budgets = _record_parameter_budgets()
+    mutation = config.get().test_mutation
+    if mutation:  # a seeded bug (tests/mutations.py)
+        from tests import mutations
+
+        mutations.apply(mutation)
 
     for case in args.cases:
         # Dump names are cut to a fixed length, so cases can collide: one at a time.
@@ -251,7 +298,10 @@ def main() -> int:
             os.remove(os.path.join(scratch, stale))
         budgets.clear()
         try:
-            fn, fn_args = {**CASES, **COMPAT_CASES}[case]()
+            # The grouped GEMM cases (sm_90a only, large) are kept out of CASES, which the
+            # PTX fingerprints and the sm_100a runs iterate over; tests/test_grouped_mm_ptx.py
+            # holds them.
+            fn, fn_args = {**CASES, **GROUPED_GEMM_CASES, **COMPAT_CASES}[case]()
             cute.compile(fn, *fn_args)
         except Exception as err:
             if not args.keep_going:

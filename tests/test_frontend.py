@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "fake_cute"))
 
-from gcdsl import Diag, GcdslError, frontend  # noqa: E402
+from gcdsl import Diag, GcdslError, config, frontend  # noqa: E402
 from tests import frontend_cases  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
@@ -24,7 +24,7 @@ GOLDEN = os.path.join(os.path.dirname(__file__), "golden")
 def test_golden(case):
     text = frontend.desugar_function(frontend_cases.CASES[case])
     path = os.path.join(GOLDEN, f"{case}.py")
-    if os.environ.get("GCDSL_UPDATE_GOLDEN"):
+    if config.get().update_golden:
         with open(path, "w") as f:
             f.write(text)
     with open(path) as f:

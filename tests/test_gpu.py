@@ -246,3 +246,23 @@ def test_grouped_copy_of_40_ragged_tensors():
     torch.cuda.synchronize()
     bad = [g for g in range(40) if not torch.equal(srcs[g], outs[g])]
     assert not bad, f"groups {bad} differ (shapes {[shapes[g] for g in bad]})"
+
+
+def test_a_table_of_another_shape_is_refused_when_the_compiled_function_is_called(capfd):
+    import cutlass.cute as cute
+    import numpy as np
+    from cutlass.cute.runtime import from_dlpack
+
+    import gcdsl
+    from tests.kernels import table_lookup as tl
+
+    out = _poisoned_out(8, tl.THREADS)
+    compiled = cute.compile(tl.gather, gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32)),
+                            from_dlpack(out, assumed_align=4))
+    with pytest.raises(Exception) as info:
+        compiled(gcdsl.grid_constant(np.zeros((10, 4), dtype=np.int32)), from_dlpack(out, assumed_align=4))
+        torch.cuda.synchronize()
+    printed = capfd.readouterr().out
+    assert "gcdsl: a grid-constant table passed to this compiled function is not the GridConstant_Int32_12x4" in printed
+    assert "cudaErrorNotSupported" in str(info.value), str(info.value)
+    assert torch.all(out == -(2**31)), "the kernel ran with the wrong table"

@@ -46,10 +46,15 @@ def test_device_tensor_is_refused_with_the_reason():
 def test_host_bytes_are_aligned_as_the_parameter():
     import gcdsl
 
+    import ctypes
+
     for align in (16, 64, 128):
         table = gcdsl.grid_constant(np.arange(33, dtype=np.uint8), align=align)
+        assert table.address % align == 0
+        # the compiled host function takes the table's address: a launch passes a pointer to it
         (pointer,) = table.__c_pointers__()
-        assert pointer.value % align == 0
+        assert ctypes.c_void_p.from_address(pointer.value).value == table.address
+        assert table.__tvm_ffi_opaque_ptr__() == pointer.value
 
 
 @pytest.fixture(scope="module")
@@ -125,3 +130,25 @@ def test_parameter_budget_just_over_fails_before_compiling_with_the_listing():
     assert "32776 bytes" in text and "32764" in text
     assert re.search(r"table\s+32768 B", text) and re.search(r"out\s+8 B", text)
     assert info.value.location.filename == table_lookup.__file__
+
+
+def test_the_spec_fingerprint_sits_just_before_the_table():
+    """What a compiled call compares before it launches (tests/test_gpu.py refuses a mismatch)."""
+    import ctypes
+
+    import cutlass
+    import numpy as np
+
+    import gcdsl
+    from gcdsl.lower import _dsl_host
+    from gcdsl.lower.grid_constant import spec_fingerprint
+
+    a = gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32))
+    b = gcdsl.grid_constant(np.ones((10, 4), dtype=np.int32))
+    c = gcdsl.grid_constant(np.ones((12, 4), dtype=np.int32))
+    stored = [ctypes.c_uint64.from_address(t.address - _dsl_host.FINGERPRINT_OFFSET).value for t in (a, b, c)]
+    assert stored == [spec_fingerprint(t.spec) for t in (a, b, c)]
+    assert stored[0] != stored[1] and stored[0] == stored[2]  # same spec, same fingerprint
+    maps = gcdsl.TensorMapTable(box=(64, 32))
+    assert spec_fingerprint(maps.placeholder(5, cutlass.Float32).spec) != \
+        spec_fingerprint(gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32).spec)

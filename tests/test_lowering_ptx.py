@@ -1,9 +1,10 @@
 """Compile-only checks of the lowering, on a machine without a GPU.
 
 What must hold in the PTX for a runtime-indexed `List[cute.CopyAtom]`:
-- its N descriptors are N x 128 bytes of kernel parameters, adjacent in the
-  parameter buffer (nothing in the DSL promises that adjacency: it is tested here);
-- the descriptor operand of every `cp.async.bulk.tensor` is `cvta.param(first) + index * 128`;
+- two kernel parameters whatever N is: the template atom's descriptor
+  (`.align 64 .b8 [128]`) and all N descriptors packed in one blob
+  (`.align 128 .b8 [N * 128]`);
+- the descriptor operand of every `cp.async.bulk.tensor` is `cvta.param(blob) + index * 128`;
 - there is one `cp.async.bulk.tensor` per `cute.copy` call site, whatever N is;
 - no descriptor goes through local memory.
 And a kernel using no gcdsl feature compiles to the same PTX as under `@cute.kernel`.
@@ -36,16 +37,13 @@ def _trace_back(entry: ptx.Entry, register: str, depth: int = 4) -> str:
 
 
 @pytest.mark.parametrize("n", SIZES)
-def test_descriptors_are_adjacent_params(compiled, n):
+def test_each_list_is_a_template_and_one_packed_blob(compiled, n):
     entry = ptx.single_entry(compiled.ptx(f"batch_copy_n{n}"))
     params = entry.params
-    loads, stores = params[:n], params[n:2 * n]
-    for group in (loads, stores):
-        assert all(p.size == 128 and p.align >= 64 for p in group), group
-        offsets = [p.offset for p in group]
-        assert offsets == [offsets[0] + 128 * i for i in range(n)], "descriptors not at a 128-byte stride"
-        assert offsets[0] % 64 == 0
-    assert not params[2 * n].is_descriptor  # the list ends where the next parameter begins
+    for template, blob in (params[0:2], params[2:4]):  # loads, then stores
+        assert (template.size, template.align) == (128, 64)
+        assert (blob.size, blob.align) == (128 * n, 128), "the list's descriptors are not one packed blob"
+    assert params[4].descriptors == 0  # the lists end where the next parameter begins
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -114,6 +112,10 @@ def test_bounds_check_is_one_compare_and_a_trap_when_on(compile_cases):
     entry = ptx.single_entry(compile_cases("sm_90a", "gcdsl", ("bounds_checked",)).ptx("bounds_checked"))
     assert re.search(r"setp\.lt\.u32\s+%p\d+,\s*%r\d+,\s*4;", entry.body)  # index < 4 atoms, unsigned
     assert entry.count("trap") == 1 and "vprintf" in entry.body
+    # its only local memory is vprintf's argument buffer, and the summary says so
+    assert entry.local_memory_is_printf_only()
+    assert "bounds checks: 1 (trap sites)" in ptx.summary(compile_cases("sm_90a", "gcdsl", ("bounds_checked",))
+                                                           .ptx("bounds_checked"))
 
 
 @pytest.mark.parametrize("n", SIZES)
@@ -130,12 +132,12 @@ def test_multicast_load_is_runtime_indexed_too(compile_cases):
 
 
 def _descriptor_pick(entry: ptx.Entry, instr: str):
-    """(list's first parameter, stride, parameter the index was loaded from) of the
+    """(list's blob parameter, stride, parameter the index was loaded from) of the
     descriptor a TMA instruction uses, read off the PTX's data flow:
 
         add.s64  D, OFF, BASE
         mul.wide.s32  OFF, I, STRIDE        I: ld.global of the index tensor's parameter
-        cvta.param.u64  BASE, P             P: mov.b64 of the list's first parameter
+        cvta.param.u64  BASE, P             P: mov.b64 of the list's blob parameter
 
     Anything else between the index load and the instruction (an add, a xor, another
     base) does not match and fails the test.
@@ -160,11 +162,11 @@ def _descriptor_pick(entry: ptx.Entry, instr: str):
 def test_each_tma_instruction_uses_its_own_list_entry_and_index(compile_cases, arch):
     """crossed_kernel: loads[load_k] and stores[store_k], k read from two tensors.
 
-    Parameters: loads 0-3, stores 4-7 (static coordinates take none), load_pick 8,
-    store_pick 9. A lowering that took the wrong list, the wrong base entry, the
-    wrong stride or an altered index fails here."""
+    Parameters: loads' template 0 and blob 1, stores' template 2 and blob 3 (static
+    coordinates take none), load_pick 4, store_pick 5. A lowering that took the wrong
+    list, the wrong base entry, the wrong stride or an altered index fails here."""
     entry = ptx.single_entry(compile_cases(arch, "gcdsl", ("crossed_n4",)).ptx("crossed_n4"))
     (load,) = entry.instructions("cp.async.bulk.tensor.2d.shared::cta.global")
     (store,) = entry.instructions("cp.async.bulk.tensor.2d.global.shared::cta")
-    assert _descriptor_pick(entry, load) == (0, 128, 8)
-    assert _descriptor_pick(entry, store) == (4, 128, 9)
+    assert _descriptor_pick(entry, load) == (1, 128, 4)
+    assert _descriptor_pick(entry, store) == (3, 128, 5)

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from gcdsl import config
 from tests.compile_cases import CASES
 
 FINGERPRINTS = os.path.join(os.path.dirname(__file__), "golden", "ptx_fingerprints.json")
@@ -27,7 +28,7 @@ def fingerprints(compile_cases):
 
 
 def test_ptx_of_every_case_is_unchanged(fingerprints):
-    if os.environ.get("GCDSL_UPDATE_GOLDEN"):
+    if config.get().update_golden:
         with open(FINGERPRINTS, "w") as f:
             json.dump(fingerprints, f, indent=1, sort_keys=True)
             f.write("\n")

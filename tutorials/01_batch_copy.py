@@ -7,19 +7,23 @@ into the lists of TMA atoms is a *runtime* value:
     cute.copy(loads[k], g_src, s_tile, tma_bar_ptr=mbar)     # k = task[bidx]
 
 Plain CuTe DSL rejects `loads[k]` for a runtime `k`. Under `@gcdsl.kernel` the
-list's descriptors stay in grid-constant parameter space (N x 128 bytes) and
-`loads[k]` reads descriptor `k` straight from there.
+list's descriptors travel packed in one grid-constant parameter (N x 128 bytes,
+beside the template atom, entry 0) and `loads[k]` reads descriptor `k` straight
+from there.
 
-On a GPU this runs, verifies bit-exactly and prints the bandwidth. Without one
-it compiles for sm_90a and prints the desugared kernel and what the PTX shows.
+On a GPU this runs, verifies bit-exactly and prints the bandwidth; `--sweep`
+does so for several tensor counts and plots bandwidth against N (a PNG, where
+matplotlib is installed). Without a GPU it compiles for sm_90a and prints the
+desugared kernel and what the PTX shows.
 
     python tutorials/01_batch_copy.py [--tensors 16] [--rows 4096] [--cols 2048]
+    python tutorials/01_batch_copy.py --sweep 1,4,16,64 [--plot batch_copy_bandwidth.png]
 """
 import argparse
 import sys
 from typing import List
 
-from _machine import HAS_GPU, show_compile, time_launches  # before cutlass: it configures the DSL
+from _machine import HAS_GPU, plot, show_compile, time_launches  # before cutlass: it configures the DSL
 
 import cutlass
 import cutlass.cute as cute
@@ -83,32 +87,46 @@ def batch_copy(srcs: List[cute.Tensor], dsts: List[cute.Tensor], tasks: cute.Ten
     )
 
 
-def run_on_gpu(args) -> bool:
+def run_on_gpu(n_tensors: int, args):
+    """Copy `n_tensors` tensors, verify, time: (bit-exact, GB/s, median us)."""
     import torch
     from cutlass.cute.runtime import from_dlpack
 
     shape = (args.rows, args.cols)
     tiles = (shape[0] // TILE[0]) * (shape[1] // TILE[1])
-    srcs = [torch.randn(shape, device="cuda") for _ in range(args.tensors)]
-    dsts = [torch.full(shape, float("nan"), device="cuda") for _ in range(args.tensors)]  # poisoned
+    srcs = [torch.randn(shape, device="cuda") for _ in range(n_tensors)]
+    dsts = [torch.full(shape, float("nan"), device="cuda") for _ in range(n_tensors)]  # poisoned
     # CTA b copies tile (b % tiles) of tensor tasks[b]: every (tensor, tile) exactly once,
     # the tensors in a random order so that the index really is a runtime value.
-    perm = torch.randperm(args.tensors, dtype=torch.int32)
+    perm = torch.randperm(n_tensors, dtype=torch.int32)
     tasks = perm.repeat_interleave(tiles).cuda()
     wrap = lambda ts: [from_dlpack(t, assumed_align=16) for t in ts]  # noqa: E731
     call_args = (wrap(srcs), wrap(dsts), from_dlpack(tasks, assumed_align=4))
     compiled = cute.compile(batch_copy, *call_args)
     compiled(*call_args)
     torch.cuda.synchronize()
-    bad = [i for i in range(args.tensors) if not torch.equal(srcs[i], dsts[i])]
-    print(f"verify: {args.tensors} tensors of {shape[0]}x{shape[1]} fp32, "
+    bad = [i for i in range(n_tensors) if not torch.equal(srcs[i], dsts[i])]
+    print(f"verify: {n_tensors} tensors of {shape[0]}x{shape[1]} fp32, "
           f"{'bit-exact' if not bad else f'MISMATCH in tensors {bad}'}")
 
     median, _, _ = time_launches(lambda: compiled(*call_args), args.reps)
     moved = 2 * sum(t.numel() * t.element_size() for t in srcs)
-    print(f"bandwidth: {moved / median / 1e3:.0f} GB/s (read + write, median of {args.reps}, "
+    gbps = moved / median / 1e3
+    print(f"bandwidth: {gbps:.0f} GB/s (read + write, median of {args.reps}, "
           f"{median:.0f} us for {moved / 1e9:.2f} GB)")
-    return not bad
+    return not bad, gbps, median
+
+
+def sweep_on_gpu(args) -> bool:
+    """Bandwidth against the number of tensors: a table, and a PNG of it."""
+    counts = [int(n) for n in args.sweep.split(",")]
+    rows = [(n, *run_on_gpu(n, args)) for n in counts]
+    print(f"\n{'tensors':>8} {'GB/s':>8} {'us':>9}  verified")
+    for n, ok, gbps, us in rows:
+        print(f"{n:>8} {gbps:>8.0f} {us:>9.1f}  {'bit-exact' if ok else 'MISMATCH'}")
+    plot(args.plot, f"Tutorial 01: batched TMA copy, {args.rows}x{args.cols} fp32 per tensor",
+         "tensors (descriptors per list)", "GB/s (read + write)", {n: gbps for n, _, gbps, _ in rows})
+    return all(ok for _, ok, _, _ in rows)
 
 
 def compile_only(args) -> bool:
@@ -119,8 +137,9 @@ def compile_only(args) -> bool:
     tasks = fake(cutlass.Int32, (args.tensors * 64,), assumed_align=4)
     cute.compile(batch_copy, srcs, dsts, tasks)
     show_compile(batch_copy_kernel)
-    print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors, "
-          f"{2 * args.tensors * 128} bytes of grid-constant parameters)")
+    print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors packed in two "
+          f"parameters, beside the two template atoms: {2 * (args.tensors + 1) * 128} bytes of grid-constant "
+          "parameters)")
     return True
 
 
@@ -130,8 +149,15 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=2048)
     parser.add_argument("--reps", type=int, default=20)
+    parser.add_argument("--sweep", metavar="N,N,...",
+                        help="tensor counts to run one after another (GPU): bandwidth against N")
+    parser.add_argument("--plot", default="batch_copy_bandwidth.png", help="where --sweep writes its PNG")
     args = parser.parse_args()
-    ok = run_on_gpu(args) if HAS_GPU else compile_only(args)
+    if not HAS_GPU:
+        if args.sweep:
+            print("--sweep needs a GPU: compiling once instead.\n")
+        return 0 if compile_only(args) else 1
+    ok = sweep_on_gpu(args) if args.sweep else run_on_gpu(args.tensors, args)[0]
     return 0 if ok else 1
 
 

@@ -3,47 +3,44 @@
 Import this before `cutlass`: the DSL reads its CUTE_DSL_* variables on import,
 and without a GPU the tutorials ask it to keep the PTX so they can show it.
 """
+import atexit
 import glob
 import os
+import shutil
 import sys
 import tempfile
 
+# the tutorials run from a checkout: make `import gcdsl` (and the benchmark harness) find it
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-def _gpu_available() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from benchmarks import harness  # noqa: E402  (no DSL import)
 
-
-HAS_GPU = _gpu_available()
+HAS_GPU = harness.has_gpu()
 DUMP_DIR = None
 if not HAS_GPU:
     DUMP_DIR = tempfile.mkdtemp(prefix="gcdsl-tutorial-")
+    atexit.register(shutil.rmtree, DUMP_DIR, True)  # also after --help or an error
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
     os.environ.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=DUMP_DIR, CUTE_DSL_NO_CACHE="1")
 
-# the tutorials run from a checkout: make `import gcdsl` find it
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
 
 def time_launches(launch, reps: int):
-    """Median, min and max of `reps` launches in microseconds (CUDA events, 3 warm-ups)."""
-    import torch
+    """Median, min and max device time of `launch` in microseconds.
 
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        launch()
-    times = []
-    for _ in range(reps):
-        start.record()
-        launch()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    times.sort()
-    return times[len(times) // 2], times[0], times[-1]
+    The benchmarks' timer: CUDA events around each launch, with the stream held
+    busy beforehand so that the events time the kernel, not the Python call.
+    """
+    stats = harness.time_device_ms(launch, reps=reps, warmup=3)
+    return stats["median"] * 1e3, stats["min"] * 1e3, stats["max"] * 1e3
+
+
+def plot(path: str, title: str, xlabel: str, ylabel: str, points: dict) -> None:
+    """Write `points` ({x: y}) as a PNG at `path` and say where; only a note without matplotlib."""
+    written = harness.plot_lines(path, title, xlabel, ylabel, {ylabel: points})
+    if written:
+        print(f"plot: {os.path.abspath(written)}")
+    else:
+        print("plot: not written (matplotlib is not installed; pip install -e '.[plot]')")
 
 
 def show_compile(kernel) -> None:

@@ -16,7 +16,7 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
-from cutlass._mlir.dialects import llvm, scf
+from cutlass._mlir.dialects import arith, llvm, scf
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
 from cutlass.base_dsl.common import DSLBaseError
@@ -206,6 +206,18 @@ def _struct_layout(fields: list) -> Tuple[int, int]:
     return -(-offset // align) * align, align
 
 
+def carry_like_a_list(cls: type) -> None:
+    """Let the DSL carry instances of `cls`, a `list` subclass with a `param` name,
+    through dynamic loops and branches exactly as it carries a list (the DSL looks a
+    container's type up exactly, so a subclass needs its own entry)."""
+    from types import SimpleNamespace
+
+    from cutlass.base_dsl.utils.tree_utils import register_pytree_node
+
+    register_pytree_node(cls, lambda items: (SimpleNamespace(length=len(items), param=items.param), list(items)),
+                         lambda meta, items: cls(items, meta.param))
+
+
 # ---- abandoning a kernel trace ----------------------------------------------------
 
 def _dsl_instance() -> Any:
@@ -253,6 +265,34 @@ def relocate_dsl_error(err: BaseException, where: Callable[[str, int], Optional[
         err.col = err.end_col = None
     err.args = (err._format_message(),)
     return True
+
+
+# ---- packed descriptor lists ------------------------------------------------------
+
+def descriptor_blob_type(count: int) -> Any:
+    """`!llvm.array<count x vector<32xi32>>`: `count` descriptors by value, 128-byte aligned,
+    so the kernel parameter is `.param .align 128 .b8 [count * 128]`."""
+    lane = ir.VectorType.get([DESCRIPTOR_BYTES // 4], ir.IntegerType.get_signless(32))
+    return llvm.ArrayType.get(lane, count)
+
+
+def pack_tma_descriptors(atoms: list) -> Any:
+    """In the host function: the descriptors of `atoms`, in order, as one by-value blob.
+
+    Each atom's descriptor is encoded by the host code the DSL generates for it;
+    `copy_tma_desc` copies it into a 128-byte slot of a stack buffer, which is then
+    loaded as the kernel argument's value.
+    """
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    blob_type = descriptor_blob_type(len(atoms))
+    buffer = llvm.alloca(llvm.PointerType.get(), arith.constant(i32, 1), blob_type, alignment=DESCRIPTOR_BYTES)
+    base = llvm.ptrtoint(i64, buffer)
+    slot_type = _cute_ir.PtrType.get(_cute_nvgpu_ir.TmaDescriptorTiledType.get(), AddressSpace.gmem, DESCRIPTOR_ALIGN)
+    for position, atom in enumerate(atoms):
+        address = arith.addi(base, arith.constant(i64, position * DESCRIPTOR_BYTES))
+        aligned = _cute_ir.assume(_cute_ir.ConstrainedIntType.get(DESCRIPTOR_ALIGN, 64), address)
+        _cute_nvgpu_ir.copy_tma_desc(atom._trait.value, _cute_ir.inttoptr(slot_type, aligned).value)
+    return llvm.load(blob_type, buffer, alignment=DESCRIPTOR_BYTES)
 
 
 # ---- grid-constant tables ------------------------------------------------------

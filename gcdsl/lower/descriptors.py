@@ -1,18 +1,19 @@
-"""Runtime-indexed descriptor lists: checked on the host, picked in the kernel.
+"""Runtime-indexed descriptor lists: checked on the host, packed, picked in the kernel.
 
-A `List[cute.CopyAtom]` stays the DSL's own list of atoms, so its N descriptors are
-N consecutive 128-byte grid-constant parameters. A runtime index `k` picks one as
+Whether a `List[cute.CopyAtom]` is indexed at runtime is known only while the kernel
+is traced. A Python `int` index (a literal, a `range_constexpr` variable, a
+`Constexpr` parameter) picks the entry itself, exactly as under `@cute.kernel`, and
+a list indexed only that way stays the DSL's own list of atoms. A runtime index
+stops the trace (`NeedsLowering`) and the launch traces again with the list *packed*:
+the kernel receives entry 0 as the compile-time *template* atom (copy op, dtype, box,
+swizzle, partitioning) and all N descriptors, in order, as one by-value parameter,
+`.param .align 128 .b8 [N * 128]`. A runtime index `k` then picks
 
     __gcdsl__.bind(loads[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(loads, k))
 
-entry 0 serves as the compile-time *template* (copy op, dtype, box, swizzle,
-partitioning) and its copies use the descriptor at `cvta.param(loads[0]) + k * 128`.
-That is sound only if every entry is a TMA atom that the template describes, which
-`descriptor_verdict` decides on the host, from how each atom was built, when the
-kernel is called. Whether the list is indexed at runtime at all is known only while
-the kernel is traced: a Python `int` index (a literal, a `range_constexpr` variable,
-a `Constexpr` parameter) is the entry itself, exactly as under `@cute.kernel`, and
-nothing is demanded of the entries.
+the template, with its copies using the descriptor at `cvta.param(blob) + k * 128`.
+That is sound only if the template describes every entry, which `descriptor_verdict`
+decides on the host, from how each atom was built, when the kernel is called.
 """
 from __future__ import annotations
 
@@ -23,13 +24,17 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
 
+from cutlass.base_dsl.utils.mlir_value_tree import extract_mlir_attributes
+from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
+
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
-from .launch_context import current_launch
+from .launch_context import NeedsLowering, current_launch
 
 
 class DescriptorArray(list):
-    """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named."""
+    """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named.
+    Carried through dynamic loops as the DSL carries a list."""
 
     def __init__(self, atoms: Any, param: str) -> None:
         super().__init__(atoms)
@@ -42,17 +47,93 @@ class DescriptorArray(list):
         return super().__getitem__(index)
 
 
-def descriptor_array(atoms: Any, param: str) -> DescriptorArray:
-    """Kernel prologue: name the list, so that a runtime pick can be checked and explained."""
+_dsl.carry_like_a_list(DescriptorArray)
+
+
+class PackedDescriptors:
+    """A packed descriptor list, as the kernel takes it: the template atom (entry 0) as
+    the DSL passes any atom, and every descriptor in one by-value blob."""
+
+    def __init__(self, template: cute.CopyAtom, blob: Any, count: int) -> None:
+        self.template, self.blob, self.count = template, blob, count
+
+    def __extract_mlir_values__(self) -> list:
+        return extract_mlir_values(self.template) + [self.blob]
+
+    def __extract_mlir_attributes__(self) -> list:
+        return extract_mlir_attributes(self.template) + [_dsl.grid_constant_attribute()]
+
+    def __new_from_mlir_values__(self, values: list) -> "PackedDescriptors":
+        n = len(extract_mlir_values(self.template))
+        return PackedDescriptors(new_from_mlir_values(self.template, values[:n]), values[n], self.count)
+
+    def __str__(self) -> str:  # appears in kernel names
+        return f"PackedDescriptors_{self.count}"
+
+    __repr__ = __str__
+
+
+def pack_descriptor_list(atoms: Any) -> PackedDescriptors:
+    """On the host, for a list a runtime index reached (`descriptor_verdict` passed it)."""
+    return PackedDescriptors(atoms[0], _dsl.pack_tma_descriptors(list(atoms)), len(atoms))
+
+
+class DescriptorBlob:
+    """A packed descriptor list inside the kernel: the template and the blob's address.
+
+    Every entry, 0 included, is the template bound to its descriptor in the blob, so
+    that any two picks have the same structure (a loop may carry one into the other).
+    The blob's address is taken in the kernel's prologue, in the kernel's own body.
+    """
+
+    def __init__(self, template: cute.CopyAtom, base: Pointer, count: int, param: str) -> None:
+        self.template, self.base, self.count, self.param = template, base, count, param
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self.count))]
+        index = check_constant_index(index, self.count, "atoms")
+        return _dsl.BoundCopyAtom(self.template, self.desc_ptr(index))
+
+    def __iter__(self):
+        return iter([self[i] for i in range(self.count)])
+
+    def desc_ptr(self, index: Any) -> Pointer:
+        """`cvta.param(blob) + index * 128`: descriptor `index` in parameter space."""
+        return _dsl.descriptor_at(self.base, index)
+
+    # Carried through dynamic loops like any DSL structure: template and address.
+    def __extract_mlir_values__(self) -> list:
+        return extract_mlir_values(self.template) + extract_mlir_values(self.base)
+
+    def __new_from_mlir_values__(self, values: list) -> "DescriptorBlob":
+        n = len(extract_mlir_values(self.template))
+        return DescriptorBlob(new_from_mlir_values(self.template, values[:n]),
+                              new_from_mlir_values(self.base, values[n:]), self.count, self.param)
+
+
+def descriptor_array(atoms: Any, param: str) -> Any:
+    """Kernel prologue: the packed list's blob, or the DSL's own list, named."""
+    if isinstance(atoms, PackedDescriptors):
+        address = _dsl.grid_constant_address(atoms.blob)
+        base = cute.make_ptr(cutlass.Uint8, address, cute.AddressSpace.generic, assumed_align=_dsl.DESCRIPTOR_BYTES)
+        return DescriptorBlob(atoms.template, base, atoms.count, param)
     if not isinstance(atoms, (list, tuple)):
-        raise GcdslError(
-            Diag.NOT_A_LIST,
-            f"`{param}` is annotated List[cute.CopyAtom] but received {describe_value(atoms)}",
-            param=param,
-            hint="pass a Python list of atoms (for TMA: element [0] of each pair that "
-                 "cpasync.make_tiled_tma_atom returns)",
-        )
+        raise _not_a_list(atoms, param)
     return DescriptorArray(atoms, param)
+
+
+def _not_a_list(value: Any, param: str) -> GcdslError:
+    return GcdslError(
+        Diag.NOT_A_LIST,
+        f"`{param}` is annotated List[cute.CopyAtom] but received {describe_value(value)}",
+        param=param,
+        hint="pass a Python list of atoms (for TMA: element [0] of each pair that "
+             "cpasync.make_tiled_tma_atom returns)",
+    )
 
 
 def descriptor_verdict(atoms: Any, *, param: str) -> Optional[GcdslError]:
@@ -65,7 +146,7 @@ def descriptor_verdict(atoms: Any, *, param: str) -> Optional[GcdslError]:
     list at runtime: a list picked from by constants only may hold anything.
     """
     if not isinstance(atoms, (list, tuple)):
-        return None  # refused by the kernel's prologue, `descriptor_array`
+        return _not_a_list(atoms, param)  # the kernel's prologue raises it too, at the parameter
     if not atoms:
         return GcdslError(Diag.EMPTY_LIST, f"`{param}` is empty: a runtime index needs at least one descriptor",
                           param=param, hint="pass at least one TMA atom")
@@ -115,7 +196,7 @@ class _Entry:
 
 
 def param_desc_ptr(atoms: Any, index: Any) -> Any:
-    """The descriptor of `atoms[index]` in parameter space: `cvta.param(atoms[0]) + index * 128`.
+    """The descriptor of `atoms[index]` in parameter space: `cvta.param(blob) + index * 128`.
 
     A Python `int` index is a compile-time pick and stands for the entry itself.
     """
@@ -125,16 +206,18 @@ def param_desc_ptr(atoms: Any, index: Any) -> Any:
         raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of atoms is indexed with {describe_value(index)}",
                          param=getattr(atoms, "param", None),
                          hint="index with an integer (cutlass.Int32) value")
-    param = getattr(atoms, "param", None)
-    verdict = current_launch().descriptor_verdict(param)
+    if isinstance(atoms, DescriptorBlob):
+        desc_ptr = atoms.desc_ptr(index)
+        # The DSL silently ignores a `tma_desc_ptr` that is not a Pointer: never hand it one.
+        if not isinstance(desc_ptr, Pointer):
+            raise TypeError(f"gcdsl internal error: descriptor pointer is {type(desc_ptr).__name__}")
+        return desc_ptr
+    if not isinstance(atoms, DescriptorArray):
+        raise TypeError(f"gcdsl internal error: runtime pick from {type(atoms).__name__}")
+    verdict = current_launch().descriptor_verdict(atoms.param)
     if verdict is not None:
         raise verdict
-    base = _dsl.descriptor_base(atoms[0])
-    desc_ptr = _dsl.descriptor_at(base, index)
-    # The DSL silently ignores a `tma_desc_ptr` that is not a Pointer: never hand it one.
-    if not isinstance(desc_ptr, Pointer):
-        raise TypeError(f"gcdsl internal error: descriptor pointer is {type(desc_ptr).__name__}")
-    return desc_ptr
+    raise NeedsLowering(atoms.param)
 
 
 def bind(template: cute.CopyAtom, *, tma_desc_ptr: Any) -> cute.CopyAtom:

@@ -15,6 +15,7 @@ never a chain of selects.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
 from typing import Any, Sequence, Tuple
 
@@ -24,7 +25,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError, located_at_caller
-from . import _dsl
+from . import _dsl, _dsl_host
 
 _NUMPY_TO_DSL = {
     np.dtype(np.int8): cutlass.Int8,
@@ -59,6 +60,12 @@ class TableSpec:
         return f"GridConstant_{self.dtype.__name__}_{'x'.join(map(str, self.shape))}_a{self.align}{meta}"
 
 
+def spec_fingerprint(spec: TableSpec) -> int:
+    """63 bits that differ between tables a compiled function cannot take in each other's place."""
+    digest = hashlib.blake2b(str(spec).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
 class GridConstantTensor:
     """Host-side table for an `Annotated[cute.Tensor, gcdsl.GridConstant]` kernel parameter.
 
@@ -68,7 +75,7 @@ class GridConstantTensor:
     """
 
     @located_at_caller
-    def __init__(self, data: Any, *, dtype: Any = None, align: int = 16) -> None:
+    def __init__(self, data: Any, *, dtype: Any = None, align: int = 16, meta: Any = None) -> None:
         array = _host_array(data, dtype)
         if align not in (4, 8, 16, 32, 64, 128) or align < array.itemsize:
             raise GcdslError(
@@ -76,12 +83,21 @@ class GridConstantTensor:
                 f"alignment {align} is not supported for {array.dtype} tables",
                 hint="use a power of two from the element size up to 128",
             )
-        self.spec = TableSpec(tuple(array.shape), _NUMPY_TO_DSL[array.dtype], align)
+        self.spec = TableSpec(tuple(array.shape), _NUMPY_TO_DSL[array.dtype], align, meta)
         # The host code of the compiled function reads the table with the alignment
-        # of its parameter type, so the bytes live at that alignment here too.
-        self._storage = np.zeros(self.spec.padded_bytes + align, dtype=np.uint8)
-        offset = (-self._storage.ctypes.data) % align
+        # of its parameter type, so the bytes live at that alignment here too; just
+        # before them, the spec's fingerprint, which a compiled call checks.
+        header = _dsl_host.FINGERPRINT_OFFSET
+        self._storage = np.zeros(header + self.spec.padded_bytes + align, dtype=np.uint8)
+        offset = header + (-(self._storage.ctypes.data + header)) % align
         self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
+        self._storage[offset - header:offset - header + 8] = np.frombuffer(
+            np.uint64(spec_fingerprint(self.spec)).tobytes(), dtype=np.uint8)
+        self.address = self._bytes.ctypes.data  # fixed for the table's life: updates are in place
+        # The compiled host function takes the table's address (see `__get_mlir_types__`):
+        # a launch passes a pointer to a cell holding it.
+        self._address_cell = ctypes.c_void_p(self.address)
+        self._c_pointers = [ctypes.c_void_p(ctypes.addressof(self._address_cell))]
         self.update(array)
 
     @property
@@ -108,14 +124,27 @@ class GridConstantTensor:
         return self._bytes[: self.spec.nbytes].view(_DSL_TO_NUMPY[self.spec.dtype]).reshape(self.spec.shape)
 
     # The CuTe DSL's JIT-argument protocol (public: cutlass.base_dsl.typing.JitArgument).
+    # Called on every launch: the pointer to the bytes is made once.
     def __c_pointers__(self) -> list:
-        return [ctypes.c_void_p(self._bytes.ctypes.data)]
+        return self._c_pointers
 
-    def __get_mlir_types__(self) -> list:
-        return [_dsl.table_param_type(self.spec)]
+    # The host function receives the table's address, not its bytes by value (see
+    # _dsl_host): its compile time does not grow with the table.
+    @staticmethod
+    def __get_mlir_types__() -> list:
+        return [_dsl_host.address_type()]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
-        return GridConstantParam(values[0], self.spec)
+        return GridConstantParam(values[0], self.spec, host_address=True)
+
+    # TVM-FFI (`cute.compile(..., options="--enable-tvm-ffi")`): the DSL's argument
+    # converter takes a class with `_struct_type` and a class-level
+    # `__get_mlir_types__` as an opaque handle, passed (like `__c_pointers__`) as a
+    # pointer to the argument's value: here, the cell holding the table's address.
+    _struct_type = None
+
+    def __tvm_ffi_opaque_ptr__(self) -> int:
+        return self._c_pointers[0].value
 
     def __repr__(self) -> str:
         # The DSL derives function names (and dump file names) from argument reprs:
@@ -124,10 +153,12 @@ class GridConstantTensor:
 
 
 class GridConstantParam:
-    """A table inside traced code (host function or kernel): one by-value parameter."""
+    """A table inside traced code: in the host function its address, in the kernel
+    one by-value parameter (what a launch passes: the bytes loaded from the address)."""
 
-    def __init__(self, value: Any, spec: TableSpec) -> None:
+    def __init__(self, value: Any, spec: TableSpec, host_address: bool = False) -> None:
         self.value, self.spec = value, spec
+        self.host_address = host_address  # in the host function: `value` is the table's address
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -135,6 +166,11 @@ class GridConstantParam:
         return self.spec.shape
 
     def __extract_mlir_values__(self) -> list:
+        if self.host_address:  # passed on to a kernel: the bytes, by value
+            message = (f"gcdsl: a grid-constant table passed to this compiled function is not the "
+                       f"{self.spec} it was compiled for (another shape, dtype or descriptor box); "
+                       f"use update() on the table it was compiled with, or compile again\n")
+            return [_dsl_host.load_table(self.spec, self.value, spec_fingerprint(self.spec), message)]
         return [self.value]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":

@@ -31,7 +31,8 @@ class LaunchContext:
 class NeedsLowering(Exception):
     """A runtime index reached list `param` while it is in the DSL's own form.
 
-    Raised while tracing; the launch abandons the trace, lowers `param` and traces again.
+    Raised while tracing; the launch abandons the trace, lowers `param` (a tensor list
+    to its table, a descriptor list to its packed blob) and traces again.
     """
 
     def __init__(self, param: str) -> None:

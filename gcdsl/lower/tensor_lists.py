@@ -22,6 +22,7 @@ from cutlass._mlir import ir
 from cutlass._mlir.dialects import llvm
 
 from cutlass.cute.typing import Integer
+from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
@@ -148,35 +149,34 @@ def _flat(mode: Any) -> bool:
 
 
 class NamedTensorList(list):
-    """A tensor-list parameter in the DSL's own form inside the kernel, named."""
+    """A tensor-list parameter in the DSL's own form inside the kernel, named. Carried
+    through dynamic loops as the DSL carries a list."""
 
     def __init__(self, tensors: Any, param: str) -> None:
         super().__init__(tensors)
         self.param = param
 
 
-class TensorTable:
-    """A lowered tensor list inside the kernel: its table in parameter space.
+_dsl.carry_like_a_list(NamedTensorList)
 
-    The table's address is taken at the first pick, in the kernel's own body (the
-    DSL cannot take it inside a loop or branch), and serves every later pick.
+
+class TensorTable:
+    """A lowered tensor list inside the kernel: its table in parameter space, viewed as
+    an Int64 tensor of one row of fields per entry.
+
+    The view is made in the kernel's prologue, in the kernel's own body: the DSL can
+    take a grid-constant parameter's address only there, not inside a loop or branch.
     """
 
-    def __init__(self, lowered: TensorListParam, param: str) -> None:
-        self.spec, self.param = lowered.spec, param
-        self._lowered = lowered
-        self._fields: Any = None
+    def __init__(self, spec: TensorListSpec, param: str, fields: Any) -> None:
+        self.spec, self.param, self.fields = spec, param, fields
 
-    @property
-    def fields(self) -> Any:
-        """The table as an Int64 tensor: one row of fields per entry."""
-        if self._fields is None:
-            with _dsl.at_kernel_body_level():
-                base = _dsl.grid_constant_address(self._lowered.value)
-                self._fields = cute.make_tensor(
-                    cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
-                    cute.make_layout((self.spec.count, self.spec.fields), stride=(self.spec.fields, 1)))
-        return self._fields
+    # Carried through dynamic loops like any DSL structure: by its view's values.
+    def __extract_mlir_values__(self) -> list:
+        return extract_mlir_values(self.fields)
+
+    def __new_from_mlir_values__(self, values: list) -> "TensorTable":
+        return TensorTable(self.spec, self.param, new_from_mlir_values(self.fields, values))
 
     def __len__(self) -> int:
         return self.spec.count
@@ -210,7 +210,11 @@ class TensorTable:
 def tensor_table(tensors: Any, param: str) -> Any:
     """Kernel prologue: the parameter-space table of a lowered list, or the DSL's own list, named."""
     if isinstance(tensors, TensorListParam):
-        return TensorTable(tensors, param)
+        spec = tensors.spec
+        base = _dsl.grid_constant_address(tensors.value)
+        fields = cute.make_tensor(cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
+                                  cute.make_layout((spec.count, spec.fields), stride=(spec.fields, 1)))
+        return TensorTable(spec, param, fields)
     if not isinstance(tensors, (list, tuple)):
         raise GcdslError(Diag.TENSOR_LIST_MISMATCH,
                          f"`{param}` is annotated List[cute.Tensor] but received {describe_value(tensors)}",

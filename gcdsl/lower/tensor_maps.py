@@ -17,7 +17,7 @@ against the table's dtype, rank and box at trace time.
 """
 from __future__ import annotations
 
-import ctypes
+import operator
 import re
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -28,7 +28,9 @@ import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError, located_at_caller
 from . import _dsl
+from . import tensor_map_encoder as encoder
 from .grid_constant import GridConstantTensor, TableSpec
+from .tensor_map_encoder import DATA_TYPES, SWIZZLES
 
 DESCRIPTOR_BYTES = 128
 
@@ -47,9 +49,25 @@ class DescriptorMeta:
 
 
 class TensorMapTable:
-    """Encodes and caches CUtensorMaps for a list of torch CUDA tensors."""
+    """Encodes and caches CUtensorMaps for a list of torch CUDA tensors.
 
-    SWIZZLES = ("none", "32B", "64B", "128B")
+    `encode(tensors)` returns the same `GridConstantTensor` every time (updated in
+    place), so a compiled kernel is reused. It re-encodes an entry only when its
+    tensor's pointer, shape, strides or dtype changed. The check for unchanged
+    inputs reads no shape or stride: entry i is unchanged when `tensors[i]` is the
+    tensor object encoded last time, its data pointer is the same, and its
+    version counter has not moved (torch bumps it on `set_`, `resize_`,
+    `as_strided_`, `t_` and every other in-place operation). Any difference sends
+    that entry to the exact check. The table holds the tensors it describes, so
+    their memory (and their `id`) outlives the descriptors that point there.
+
+    One change torch makes without a version bump: `tensor.data = other` where
+    `other` has the same data pointer but another shape or strides. Call
+    `invalidate()` after such an assignment. Inference-mode tensors have no
+    version counter; a table holding one checks every entry exactly.
+    """
+
+    SWIZZLES = SWIZZLES
 
     @located_at_caller
     def __init__(self, box: Sequence[int], *, swizzle: str = "none") -> None:
@@ -58,40 +76,67 @@ class TensorMapTable:
                              hint=f"use one of {', '.join(self.SWIZZLES)}")
         self.box = tuple(int(b) for b in box)
         self.swizzle = swizzle
-        self._cache: List[Optional[tuple]] = []
         self._table: Optional[GridConstantTensor] = None
+        self._held: Tuple[Any, ...] = ()  # the tensors encoded, entry by entry
+        self._versions: Tuple[int, ...] = ()
+        self._pointers: Tuple[int, ...] = ()
+        self._keys: List[Optional[tuple]] = []  # exact (pointer, shape, strides, dtype) per entry
+        self._data_ptr = _data_ptr_reader()
         self.encodes = 0  # descriptors encoded so far: what the cache saves shows here
 
     @located_at_caller
     def placeholder(self, count: int, dtype: Any) -> GridConstantTensor:
         """A zero-filled table of the right spec: enough to compile ahead of time,
         without GPU tensors. Never launch with it."""
-        table = GridConstantTensor(np.zeros((count, DESCRIPTOR_BYTES), dtype=np.uint8), align=128)
-        table.spec.meta = DescriptorMeta(dtype, self.box, self.swizzle)
-        return table
+        return GridConstantTensor(np.zeros((count, DESCRIPTOR_BYTES), dtype=np.uint8), align=128,
+                                  meta=DescriptorMeta(dtype, self.box, self.swizzle))
 
     @located_at_caller
     def encode(self, tensors: Sequence[Any]) -> GridConstantTensor:
         """The table for `tensors`, re-encoding only entries whose tensor changed."""
-        if not tensors:
+        held = self._held
+        if len(tensors) == len(held) and held:
+            try:
+                if (all(map(operator.is_, tensors, held))
+                        and tuple(map(_version, tensors)) == self._versions
+                        and tuple(map(self._data_ptr, tensors)) == self._pointers):
+                    return self._table
+            except RuntimeError:  # an inference tensor: no version counter
+                pass
+        return self._encode_changed(tensors)
+
+    def invalidate(self) -> None:
+        """Check every entry exactly on the next `encode` (after `tensor.data = ...`)."""
+        self._held = ()
+
+    def _encode_changed(self, tensors: Sequence[Any]) -> GridConstantTensor:
+        if not len(tensors):
             raise GcdslError(Diag.EMPTY_LIST, "a descriptor table needs at least one tensor")
+        self._held = ()  # if anything below fails, no later call may take the fast path
         dtype = _dsl_dtype(tensors[0])
         meta = DescriptorMeta(dtype, self.box, self.swizzle)
         if self._table is None or self._table.shape[0] != len(tensors) or self._table.spec.meta.key() != meta.key():
             self._table = self.placeholder(len(tensors), dtype)
-            self._cache = [None] * len(tensors)
-        rows = self._table._bytes.reshape(len(tensors), DESCRIPTOR_BYTES)
+            self._keys = [None] * len(tensors)
+        keys, first_dtype, base = self._keys, tensors[0].dtype, self._table.address
         for i, t in enumerate(tensors):
-            key = (t.data_ptr(), tuple(t.shape), tuple(t.stride()), t.dtype)
-            if self._cache[i] == key:
+            key = (t.data_ptr(), t.shape, t.stride(), t.dtype)
+            if keys[i] == key:
                 continue
-            if _dsl_dtype(t) is not dtype:
+            if t.dtype != first_dtype:
                 raise GcdslError(Diag.BAD_GRID_CONSTANT,
-                                 f"tensor {i} is {t.dtype}, tensor 0 is {tensors[0].dtype}",
+                                 f"tensor {i} is {t.dtype}, tensor 0 is {first_dtype}",
                                  hint="one table holds descriptors of one element type")
-            rows[i] = np.frombuffer(_encode_tiled(t, self.box, self.swizzle), dtype=np.uint8)
-            self._cache[i] = key
+            keys[i] = None  # stays None if encoding fails
+            encoder.encode_into(base + i * DESCRIPTOR_BYTES, t, self.box, self.swizzle)
+            keys[i] = key
             self.encodes += 1
+        self._held = tuple(tensors)
+        self._pointers = tuple(map(self._data_ptr, self._held))
+        try:
+            self._versions = tuple(map(_version, self._held))
+        except RuntimeError:  # inference tensors: no fast path for this table
+            self._held = ()
         return self._table
 
 
@@ -142,57 +187,36 @@ def _check_template(template: cute.CopyAtom, meta: DescriptorMeta) -> None:
         )
 
 
-# torch dtype -> (DSL element type, CUtensorMapDataType suffix, element name in an atom's MLIR type)
+# torch dtype -> (DSL element type, element name in an atom's MLIR type); the
+# CUtensorMapDataType of each is in tensor_map_encoder.DATA_TYPES
 _ELEMENTS = {
-    "torch.float32": (cutlass.Float32, "FLOAT32", "f32"),
-    "torch.float16": (cutlass.Float16, "FLOAT16", "f16"),
-    "torch.bfloat16": (cutlass.BFloat16, "BFLOAT16", "bf16"),
-    "torch.float64": (cutlass.Float64, "FLOAT64", "f64"),
-    "torch.int32": (cutlass.Int32, "INT32", "i32"),
-    "torch.int64": (cutlass.Int64, "INT64", "i64"),
-    "torch.uint8": (cutlass.Uint8, "UINT8", "ui8"),
-    "torch.int8": (cutlass.Int8, "UINT8", "i8"),
+    "torch.float32": (cutlass.Float32, "f32"),
+    "torch.float16": (cutlass.Float16, "f16"),
+    "torch.bfloat16": (cutlass.BFloat16, "bf16"),
+    "torch.float64": (cutlass.Float64, "f64"),
+    "torch.int32": (cutlass.Int32, "i32"),
+    "torch.int64": (cutlass.Int64, "i64"),
+    "torch.uint8": (cutlass.Uint8, "ui8"),
+    "torch.int8": (cutlass.Int8, "i8"),
 }
-_MLIR_ELEMENT = {dsl: mlir for dsl, _, mlir in _ELEMENTS.values()}
+assert set(_ELEMENTS) == set(DATA_TYPES)
+_MLIR_ELEMENT = dict(_ELEMENTS.values())
+
+# Read through C-level `map` in the fast path: no Python frame per tensor.
+_version = operator.attrgetter("_version")
+
+
+def _data_ptr_reader():
+    """`torch.Tensor.data_ptr`, unbound: cheaper per call than a method lookup."""
+    import torch
+
+    return torch.Tensor.data_ptr
 
 
 def _dsl_dtype(t: Any) -> Any:
+    if not hasattr(t, "data_ptr") or not hasattr(t, "dtype"):
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"TensorMapTable.encode takes torch tensors, got {type(t).__name__}",
+                         hint="pass the torch CUDA tensors themselves, not cute tensors made from them")
     if str(t.dtype) not in _ELEMENTS:
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"no TMA element type for {t.dtype}")
-    if t.device.type != "cuda":
-        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"descriptors describe GPU memory; got a {t.device} tensor",
-                         hint="encode descriptors for CUDA tensors")
     return _ELEMENTS[str(t.dtype)][0]
-
-
-def _encode_tiled(t: Any, box: Tuple[int, ...], swizzle: str) -> bytes:
-    """cuTensorMapEncodeTiled for a row-major-ish torch tensor; dims innermost first."""
-    from cuda.bindings import driver
-
-    if len(box) != t.dim():
-        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"box {box} has rank {len(box)}, tensor has rank {t.dim()}")
-    data_type = getattr(driver.CUtensorMapDataType, "CU_TENSOR_MAP_DATA_TYPE_" + _ELEMENTS[str(t.dtype)][1])
-    swizzles = {
-        "none": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        "32B": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_32B,
-        "64B": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_64B,
-        "128B": driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-    }
-    rank = t.dim()
-    esize = t.element_size()
-    dims = [driver.cuuint64_t(int(d)) for d in reversed(t.shape)]
-    strides = [driver.cuuint64_t(int(s) * esize) for s in reversed(t.stride())][1:]
-    boxes = [driver.cuuint32_t(int(b)) for b in reversed(box)]
-    ones = [driver.cuuint32_t(1)] * rank
-    err, tensor_map = driver.cuTensorMapEncodeTiled(
-        data_type, rank, t.data_ptr(), dims, strides, boxes, ones,
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE, swizzles[swizzle],
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
-    if err != driver.CUresult.CUDA_SUCCESS:
-        raise GcdslError(Diag.BAD_GRID_CONSTANT,
-                         f"cuTensorMapEncodeTiled failed ({err.name}) for shape {tuple(t.shape)}, "
-                         f"strides {tuple(t.stride())}, box {box}",
-                         hint="TMA needs 16-byte aligned base and strides, box <= 256 per mode")
-    return ctypes.string_at(tensor_map.getPtr(), DESCRIPTOR_BYTES)

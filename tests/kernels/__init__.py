@@ -3,12 +3,13 @@
 `GCDSL_TEST_DECORATOR=gcdsl` selects `@gcdsl.kernel`, anything else `@cute.kernel`;
 the CuTe DSL recognises its decorators by attribute name, hence `@deco.kernel`.
 """
-import os
 import types
+
+from gcdsl import config
 
 
 def _kernel_decorator():
-    if os.environ.get("GCDSL_TEST_DECORATOR", "cute") == "gcdsl":
+    if config.get().test_decorator == "gcdsl":
         import gcdsl
 
         return gcdsl.kernel

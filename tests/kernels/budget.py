@@ -21,9 +21,10 @@ JUST_OVER = JUST_UNDER + 4          # 8192 rows: 32768 + 8 = 32776 bytes
 
 # batch_copy's kernel has the README's signature: (loads, stores, coords, pick, smem_layout, n).
 # Sources with dynamic extents make the TMA coordinate tensor a parameter too (8 bytes).
-# N descriptors in each list: 256 N + 8 (coords) + 8 (pick) bytes.
-TMA_JUST_UNDER = (32764 - 16) // 256   # 127 per list: 32528 bytes
-TMA_JUST_OVER = TMA_JUST_UNDER + 1     # 128 per list: 32784 bytes
+# N descriptors in each list, packed: 2 x (N + 1) x 128 (a template and the blob) + 8 (coords)
+# + 8 (pick) bytes.
+TMA_JUST_UNDER = (32764 - 16) // 256 - 1   # 126 per list: 32528 bytes
+TMA_JUST_OVER = TMA_JUST_UNDER + 1         # 127 per list: 32784 bytes
 
 
 def tma_args(n: int):

@@ -1,0 +1,406 @@
+"""A persistent, warp-specialized Hopper (sm_90a) grouped GEMM on grid-constant descriptors.
+
+    out[rows of group g, :] = a[rows of group g, :] @ b[g].T      for g in 0 .. G-1
+
+`a` is (M, K) with the rows of the G groups stacked, `b` is (G, N, K) (K
+contiguous), `out` is (M, N). One CTA per SM walks the tiles of all groups.
+
+Descriptors: which operand needs one per group
+    A   one descriptor over the whole (M, K) tensor; a tile of group g starts at
+        row `row_start[g] + 128 * m_tile`. A tile that runs past the group's last
+        row reads the next group's rows (or TMA's zero fill past M): those rows
+        only reach accumulator rows that the clipped store below discards.
+    B   one 3-D descriptor over (N, K, G); the group is a TMA coordinate.
+    C   one descriptor per group, over that group's own rows, so the TMA store
+        clips at the group's last row. The G descriptors are encoded on the host
+        (`gcdsl.TensorMapTable`) into a grid-constant table; the epilogue picks
+        entry g with `gcdsl.tma_desc_ptr`. Nothing is written to a descriptor in
+        the kernel: no `tensormap.replace`, no proxy fence, no workspace.
+
+Roles (384 threads, three warpgroups)
+    warpgroup 0   warp 0 issues the TMA loads of A and B into a ring of
+                  `stages` shared-memory buffers (`cutlass.pipeline.PipelineTmaAsync`:
+                  a full and an empty mbarrier per stage); warps 1-3 idle.
+    warpgroups 1-2  the consumers: each runs WGMMAs for 64 rows of the 128-row tile
+                  (fp32 accumulators in registers), then both convert their
+                  accumulators to the output type, stage them in shared memory in
+                  128x32 sub-tiles and warp 4 stores each sub-tile with TMA.
+    A consumer warpgroup whose 64 rows all lie past the group's end skips its
+    WGMMAs (it still waits for and releases every stage): a group of 64 rows
+    costs half a tile of tensor-core time.
+
+Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
+consecutive M-tiles of one group and the same B tile; each loads half of the B
+tile and multicasts it to both, halving B's traffic from L2. A group with an odd
+number of M-tiles leaves the second CTA of its last pair without rows: it takes
+part in the loads (its half of B serves its peer), skips its WGMMAs and its epilogue.
+No TMA load box lies wholly outside its tensor: such a CTA loads its group's first
+A tile, and the host uses pairs only when the last N-tile's second half of B starts
+inside B (`pairs_fit`).
+
+Scheduler: a grid-constant table `sched` (G, 3) of Int32 per group:
+    [TILE_END]   cumulative count of cluster tiles (cluster_m M-tiles x one N-tile)
+                 up to and including group g
+    [ROW_START]  first row of group g in `a` and `out`
+    [ROWS]       rows of group g (0 allowed: the group has no tiles)
+Tiles are numbered group by group and, within a group, M-tile fastest, so the
+CTAs working at the same time on a group share the same B tile through L2.
+Cluster c takes cluster tiles c, c + clusters, c + 2 clusters, ... and finds their
+group by walking the table forward (a cluster's tiles only move forward). The
+table's contents change with `offs` without recompiling; its shape (G) is
+compile-time.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Tuple
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90
+from cutlass.cute.nvgpu import cpasync, warpgroup
+from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
+from cutlass.tensor_utils import LayoutEnum
+
+import gcdsl
+
+TILE_M = 128
+TILE_K = 64
+TILE_NS = (128, 256)
+EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
+
+# columns of the scheduler table
+TILE_END, ROW_START, ROWS = 0, 1, 2
+SCHED_COLUMNS = 3
+
+THREADS = 384
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
+CONSUMER_WARPS = 8
+FIRST_CONSUMER_WARP = 4
+EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
+MAX_STAGES = 8
+BARRIER_BYTES = 1024  # mbarriers and alignment slack
+
+AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
+C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
+
+
+def pairs_fit(n: int, tile_n: int) -> bool:
+    """Whether, in a pair, each CTA's half of every B tile starts inside B's N rows."""
+    return n % tile_n == 0 or n % tile_n > tile_n // 2
+
+
+def output_swizzle(c_dtype) -> str:
+    """The swizzle of one 32-column output sub-tile in shared memory, as TMA names it.
+
+    `sm90.make_smem_layout_epi` picks the widest swizzle the sub-tile's row holds:
+    32 x 2 bytes -> 64B, 32 x 4 bytes -> 128B. The per-group store descriptors
+    must be encoded with the same swizzle.
+    """
+    return {64: "64B", 128: "128B"}[EPI_TILE[1] * c_dtype.width // 8]
+
+
+class HopperGroupedGemm:
+    """One compiled configuration: dtypes, G, N, K, the tile's N extent, CTAs per cluster.
+
+    `__call__` is the host function to `cute.compile`:
+        (a_ptr, b_ptr, c_ptr, m_total, c_descs, sched, num_ctas, stream)
+    with `c_descs` a `TensorMapTable(box=EPI_TILE, swizzle=output_swizzle(c_dtype))`
+    table of G entries and `sched` a (G, 3) Int32 `gcdsl.grid_constant` table.
+    """
+
+    def __init__(self, ab_dtype, c_dtype, groups: int, n: int, k: int, tile_n: int, cluster_m: int = 1) -> None:
+        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS or cluster_m not in (1, 2):
+            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, tile_n={tile_n}, cluster_m={cluster_m}")
+        self.ab_dtype, self.c_dtype, self.acc_dtype = ab_dtype, c_dtype, cutlass.Float32
+        self.groups, self.n, self.k = groups, n, k
+        self.tile_mnk = (TILE_M, tile_n, TILE_K)
+        # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
+        # and the same B tile, each loading half of it and multicasting it to both.
+        self.cluster_m = cluster_m
+        self.n_tiles = -(-n // tile_n)
+        self.k_tiles = -(-k // TILE_K)
+        # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
+        self.epi_stages = 4 if c_dtype.width == 16 else 2
+        self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * c_dtype.width // 8 * self.epi_stages
+        # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
+        self.stage_bytes = (TILE_M + tile_n) * TILE_K * ab_dtype.width // 8
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - BARRIER_BYTES
+        self.stages = min(MAX_STAGES, budget // self.stage_bytes)
+
+    @property
+    def smem_bytes(self) -> int:
+        """Shared memory of one CTA: barriers (padded to 1 KiB), the A/B ring, the output sub-tiles."""
+        return BARRIER_BYTES + self.stages * self.stage_bytes + self.epi_bytes
+
+    @cute.jit
+    def __call__(
+        self,
+        a_ptr: cute.Pointer,
+        b_ptr: cute.Pointer,
+        c_ptr: cute.Pointer,
+        m_total: cutlass.Int32,
+        c_descs: gcdsl.GridConstantTensor,
+        sched: gcdsl.GridConstantTensor,
+        num_ctas: cutlass.Int32,
+        stream: cuda.CUstream,
+    ):
+        n, k, groups = self.n, self.k, self.groups
+        tile_m, tile_n, tile_k = self.tile_mnk
+        # Row-major torch tensors; only M is a runtime extent.
+        a = cute.make_tensor(a_ptr, cute.make_layout((m_total, k), stride=(k, 1)))
+        b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=(k, 1, n * k)))
+        c = cute.make_tensor(c_ptr, cute.make_layout((m_total, n), stride=(n, 1)))
+
+        # Two consumer warpgroups, each a 64 x tile_n WGMMA tile, stacked along M.
+        k_major = cute.nvgpu.OperandMajorMode.K
+        tiled_mma = sm90.make_trivial_tiled_mma(
+            self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n)
+        )
+        a_smem = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        b_smem = sm90.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, EPI_TILE, self.epi_stages)
+
+        tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
+        )
+        b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else cpasync.CopyBulkTensorTileG2SOp()
+        tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
+            b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
+        )
+        # The store template: copy op, dtype, box, swizzle and partitioning. Its own
+        # descriptor (over all of `out`) is never used; each group's comes from c_descs.
+        tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), EPI_TILE
+        )
+
+        @cute.struct
+        class SharedStorage:
+            mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], 1024]
+            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(b_smem)], 1024]
+            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(c_smem)], 1024]
+
+        self.shared_storage = SharedStorage
+
+        self.kernel(
+            tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
+            c_descs, sched, a_smem, b_smem, c_smem,
+        ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
+                 min_blocks_per_mp=1, stream=stream)
+
+    @gcdsl.kernel
+    def kernel(
+        self,
+        tiled_mma: cute.TiledMma,
+        tma_a: cute.CopyAtom,
+        mA: cute.Tensor,  # TMA coordinates over a: (M, K)
+        tma_b: cute.CopyAtom,
+        mB: cute.Tensor,  # TMA coordinates over b: (N, K, G)
+        tma_c: cute.CopyAtom,  # store template; descriptors come from c_descs
+        mC: cute.Tensor,  # TMA coordinates over one group's output: (rows, N)
+        c_descs: Annotated[cute.Tensor, gcdsl.GridConstant],
+        sched: Annotated[cute.Tensor, gcdsl.GridConstant],
+        a_smem: cute.ComposedLayout,
+        b_smem: cute.ComposedLayout,
+        c_smem: cute.ComposedLayout,
+    ):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        num_ctas, _, _ = cute.arch.grid_dim()
+        cluster_m = self.cluster_m
+        cluster_idx, num_clusters = bidx // cluster_m, num_ctas // cluster_m
+        rank = cutlass.Int32(0)  # this CTA's place in its cluster: which M-tile of the pair
+        if cutlass.const_expr(cluster_m > 1):
+            rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
+        tile_m, tile_n, tile_k = self.tile_mnk
+
+        if warp == 0:
+            cpasync.prefetch_descriptor(tma_a)
+            cpasync.prefetch_descriptor(tma_b)
+
+        smem = SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        # Full barrier: one arrive with expect_tx (the producer) + the TMA bytes (the A
+        # tile and all of the B tile, half of it from the peer CTA in a pair).
+        # Empty barrier: one arrive per consumer warp of every CTA that writes into this
+        # CTA's stage (both CTAs of a pair multicast into it).
+        mainloop = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.mainloop_barriers.data_ptr(),
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPS * cluster_m),
+            tx_count=self.stage_bytes,
+            cta_layout_vmnk=cute.make_layout((1, cluster_m, 1, 1)),
+            defer_sync=True,
+        )
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(cluster_m, 1), is_relaxed=True)
+
+        sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
+        sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
+        sC = storage.sC.get_tensor(c_smem.outer, swizzle=c_smem.inner)
+
+        # B tiles: (TMA, n_tile, k_tile, group), partitioned once; in a pair, each CTA
+        # loads its half of every B tile and multicasts it to both.
+        gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))
+        tBsB, tBgB = cpasync.tma_partition(
+            tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+        )
+        both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
+        total_tiles = sched[self.groups - 1, TILE_END]  # in units of cluster tiles
+        pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
+
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp == 0:
+                # ---- producer: TMA loads of A and B, one k-tile per stage ----
+                state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                tile = cluster_idx
+                group = cutlass.Int32(0)
+                while tile < total_tiles:
+                    group, m_pair, n_tile = self.locate(sched, tile, group)
+                    m_tile = m_pair * cluster_m + rank
+                    # A rows from the group's first row: not a multiple of the tile. A CTA
+                    # without rows (second of a pair) loads the group's first tile instead:
+                    # its data is never used, and no TMA box lies wholly outside `a`.
+                    first_row = sched[group, ROW_START]
+                    if m_tile * tile_m < sched[group, ROWS]:
+                        first_row += m_tile * tile_m
+                    gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+                    tAsA, tAgA = cpasync.tma_partition(
+                        tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+                    )
+                    tBgB_tile = tBgB[(None, n_tile, None, group)]
+                    for k in cutlass.range(self.k_tiles, unroll=1):
+                        mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
+                        full = mainloop.producer_get_barrier(state)
+                        cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                        if cutlass.const_expr(cluster_m > 1):
+                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                                      mcast_mask=both_ctas)
+                        else:
+                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                        state.advance()
+                    tile += num_clusters
+                mainloop.producer_tail(state)  # every stage released before the CTA exits
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            # ---- consumers: WGMMA mainloop, then the epilogue ----
+            consumer_tidx = tidx - 128
+            half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
+            thr_mma = tiled_mma.get_slice(consumer_tidx)
+            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
+            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+            acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
+            acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+            k_blocks = cute.size(tCrA, mode=[2])
+
+            # accumulators -> output type -> shared memory (stmatrix for 16-bit outputs)
+            r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
+            tiled_r2s = cute.make_tiled_copy_S(
+                r2s_atom,
+                cute.make_tiled_copy_C_atom(
+                    cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
+                ),
+            )
+            thr_r2s = tiled_r2s.get_slice(consumer_tidx)
+            tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi stage)
+            tRS_acc = tiled_r2s.retile(acc)
+            sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+            sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
+            sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
+            sub_size = cute.size(sub_acc)
+            sub_tiles = tile_n // EPI_TILE[1]
+
+            read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+            tile = cluster_idx
+            group = cutlass.Int32(0)
+            while tile < total_tiles:
+                group, m_pair, n_tile = self.locate(sched, tile, group)
+                m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
+                # of a pair on an odd last M-tile: it only keeps the pipeline moving
+                rows_here = sched[group, ROWS] - m_tile * tile_m - half * 64
+                if rows_here > 0:
+                    acc.fill(0.0)
+                    warpgroup.fence()
+                    # k-tile 0: issue its WGMMAs, keep them in flight
+                    mainloop.consumer_wait(read)
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                                  tCrB[(None, None, kb, read.index)], acc)
+                    warpgroup.commit_group()
+                    read.advance()
+                    for k in cutlass.range(1, self.k_tiles, unroll=1):
+                        mainloop.consumer_wait(read)
+                        for kb in cutlass.range_constexpr(k_blocks):
+                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                                      tCrB[(None, None, kb, read.index)], acc)
+                        warpgroup.commit_group()
+                        # k-tile k-1's WGMMAs are done reading their stage: release it
+                        warpgroup.wait_group(1)
+                        mainloop.consumer_release(release)
+                        release.advance()
+                        read.advance()
+                    warpgroup.wait_group(0)
+                    mainloop.consumer_release(release)
+                    release.advance()
+                else:
+                    # every row of this half lies past the group's end: the store
+                    # clips them, so only keep the pipeline moving
+                    for k in cutlass.range(self.k_tiles, unroll=1):
+                        mainloop.consumer_wait(read)
+                        mainloop.consumer_release(release)
+                        release.advance()
+                        read.advance()
+
+                # ---- epilogue: sub-tiles of 128 x 32 through shared memory, TMA store ----
+                # (none for the second CTA of a pair that has no rows: the whole CTA skips it)
+                if sched[group, ROWS] > m_tile * tile_m:
+                    store_desc = gcdsl.tma_desc_ptr(c_descs, group, template=tma_c)
+                    gC = cute.zipped_divide(cute.local_tile(mC, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
+                    bSG_sC, bSG_gC = cpasync.tma_partition(
+                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
+                    )
+                    for sub in cutlass.range_constexpr(sub_tiles):
+                        buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
+                        for v in cutlass.range_constexpr(sub_size):
+                            sub_acc[v] = tRS_acc[sub * sub_size + v]
+                        sub_out.store(sub_acc.load().to(self.c_dtype))
+                        cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+                        # make the generic-proxy smem writes visible to TMA, then to warp 4
+                        cute.arch.fence_proxy("async.shared", space="cta")
+                        EPILOGUE_BARRIER.arrive_and_wait()
+                        if warp == FIRST_CONSUMER_WARP:
+                            with cute.arch.elect_one():
+                                cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))],
+                                          tma_desc_ptr=store_desc)
+                                cute.arch.cp_async_bulk_commit_group()
+                                # the store issued epi_stages sub-tiles ago has read its buffer
+                                cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+                        EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
+                tile += num_clusters
+
+            if warp == FIRST_CONSUMER_WARP:
+                with cute.arch.elect_one():
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def locate(self, sched: cute.Tensor, tile: cutlass.Int32, group: cutlass.Int32) -> Tuple:
+        """(group, m_step, n_tile) of cluster tile `tile`, searching forward from `group`.
+
+        A cluster tile spans `cluster_m` M-tiles: its CTAs take M-tiles
+        `m_step * cluster_m + rank`. Groups of 0 rows end where they start and are
+        stepped over.
+        """
+        while tile >= sched[group, TILE_END]:
+            group += 1
+        rows_per_step = TILE_M * self.cluster_m
+        m_steps = (sched[group, ROWS] + rows_per_step - 1) // rows_per_step
+        local = tile - (sched[group, TILE_END] - m_steps * self.n_tiles)
+        return group, local % m_steps, local // m_steps

@@ -1,0 +1,230 @@
+"""The grouped GEMM's host side and layout facts, without a GPU.
+
+- the epilogue's register -> shared-memory copy puts accumulator element `sub * n + v`
+  at column `32 * sub` of the tile (the kernel relies on it), and the two consumer
+  warpgroups hold rows 0-63 and 64-127 (the skip of an empty half relies on it);
+- the scheduler table, the tile heuristic, the shared-memory budget;
+- every input check is a GcdslError pointing at the caller's line.
+"""
+import importlib
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+
+import gcdsl
+from gcdsl import Diag, GcdslError
+gm = importlib.import_module("gcdsl.ops.grouped_mm")
+
+torch = pytest.importorskip("torch")
+
+
+def _epilogue_facts(c_name: str, tile_n: int, coverage: bool) -> dict:
+    """Trace-time facts about the consumer's MMA and epilogue partitions."""
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.utils.hopper_helpers as sm90
+    from cutlass.tensor_utils import LayoutEnum
+
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    c_dtype = getattr(cutlass, c_name)
+    facts = {"mismatches": [], "rows": {}, "covered": set()}
+
+    @cute.jit
+    def probe():
+        k_major = cute.nvgpu.OperandMajorMode.K
+        tiled_mma = sm90.make_trivial_tiled_mma(cutlass.BFloat16, cutlass.BFloat16, k_major, k_major,
+                                                cutlass.Float32, (2, 1, 1), tiler_mn=(64, tile_n))
+        tiled_r2s = cute.make_tiled_copy_S(
+            sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_dtype, cutlass.Float32),
+            cute.make_tiled_copy_C_atom(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), c_dtype), tiled_mma),
+        )
+        tile_coords = cute.make_identity_tensor((hgg.TILE_M, tile_n))
+        sub_coords = cute.make_identity_tensor((*hgg.EPI_TILE, 1))
+        threads = (0, 31, 64, 127, 128, 161, 255)
+        for ti in cutlass.range_constexpr(len(threads)):
+            t = threads[ti]
+            acc = tiled_r2s.retile(tiled_mma.get_slice(t).partition_C(tile_coords))
+            sub = tiled_r2s.get_slice(t).partition_S(sub_coords)[(None, None, None, 0)]
+            n = cute.size(sub)
+            facts["rows"][t] = {acc[i][0] for i in range(cute.size(acc))}
+            for s in cutlass.range_constexpr(tile_n // hgg.EPI_TILE[1]):
+                for v in cutlass.range_constexpr(n):
+                    want = (sub[v][0], sub[v][1] + hgg.EPI_TILE[1] * s)
+                    if cutlass.const_expr(tuple(acc[s * n + v]) != want):
+                        facts["mismatches"].append((t, s, v))
+        for t in cutlass.range_constexpr(256 if coverage else 0):
+            sub = tiled_r2s.get_slice(t).partition_S(sub_coords)[(None, None, None, 0)]
+            for v in cutlass.range_constexpr(cute.size(sub)):
+                facts["covered"].add((sub[v][0], sub[v][1]))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the 256-iteration trace-time loop is slow on purpose
+        probe()
+    return facts
+
+
+@pytest.mark.parametrize("c_name", ["BFloat16", "Float16", "Float32"])
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_epilogue_sub_tiles_and_warpgroup_rows(c_name, tile_n):
+    coverage = (c_name, tile_n) == ("BFloat16", 256)  # slow to trace: once (the GPU tests cover all)
+    facts = _epilogue_facts(c_name, tile_n, coverage)
+    assert not facts["mismatches"], facts["mismatches"][:5]
+    if coverage:
+        assert len(facts["covered"]) == 128 * 32  # the 256 threads cover the 128 x 32 sub-tile
+    for t, rows in facts["rows"].items():
+        assert rows <= (set(range(64)) if t < 128 else set(range(64, 128))), (t, sorted(rows))
+
+
+def test_schedule_table_and_views():
+    ends = [100, 100, 229, 300, 812]  # group 1 is empty
+    # cluster tiles: ceil(rows / (128 x cluster_m)) x ceil(512 / 256)
+    assert gm.schedule(ends, n=512, tile_n=256).tolist() == \
+        [[2, 0, 100], [2, 100, 0], [6, 100, 129], [8, 229, 71], [16, 300, 512]]
+    assert gm.schedule(ends, n=512, tile_n=256, cluster_m=2).tolist() == \
+        [[2, 0, 100], [2, 100, 0], [4, 100, 129], [6, 229, 71], [10, 300, 512]]
+    out = torch.zeros(812, 16)
+    views = gm.output_views(ends, out)
+    assert [tuple(v.shape) for v in views] == [(100, 16), (1, 16), (129, 16), (71, 16), (512, 16)]
+    assert views[2].data_ptr() == out[100].data_ptr()
+
+
+def test_pairs_only_when_few_m_tiles_would_idle():
+    pick = gm.pick_cluster_m
+    assert pick([2048] * 8, 4096, 256) == 2  # 16 M-tiles per group
+    assert pick([256] * 8, 4096, 256) == 2
+    assert pick([64] * 64, 7168, 256) == 1  # one M-tile per group: half of each pair idle
+    assert pick([100, 37, 256, 512, 64, 300, 8, 129, 77, 400, 250, 33, 190, 64, 480, 16], 4096, 256) == 1
+    assert pick([0, 0], 4096, 256) == 1
+    assert pick([2048] * 20 + [100], 4096, 256) == 2  # one idle M-tile in 322
+    # the second CTA's half of the last B tile must start inside B
+    assert pick([2048] * 8, 264, 128) == 1 and pick([2048] * 8, 328, 128) == 2
+    assert pick([2048] * 8, 392, 256) == 2 and pick([2048] * 8, 384, 256) == 1
+
+
+def test_tile_heuristic_depends_on_n_only():
+    assert [gm.pick_tile_n(n) for n in (64, 128, 256, 384, 512, 640, 4096, 7168, 1536)] == \
+        [128, 128, 256, 128, 256, 128, 256, 256, 256]
+
+
+@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("c_name", ["BFloat16", "Float32"])
+def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
+    import cutlass
+
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    c_dtype = getattr(cutlass, c_name)
+    gemm = hgg.HopperGroupedGemm(cutlass.BFloat16, c_dtype, 8, 4096, 7168, tile_n)
+    assert gemm.stage_bytes == (128 + tile_n) * 64 * 2
+    assert gemm.stages >= 4 and gemm.smem_bytes <= 232448  # 227 KiB per CTA on sm_90
+    assert gemm.smem_bytes + gemm.stage_bytes > 232448  # no room left for another stage
+    assert (tile_n // hgg.EPI_TILE[1]) % gemm.epi_stages == 0  # sub-tile buffers are static
+
+
+def test_one_group_more_than_max_groups_does_not_compile():
+    """MAX_GROUPS is the edge: G + 1 groups overflow the kernel's parameter space.
+
+    (The PTX test compiles G = MAX_GROUPS.) Either gcdsl's budget check or ptxas refuses.
+    """
+    import cutlass
+    import cutlass.cute as cute
+
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    groups = gm.MAX_GROUPS + 1
+    gemm = hgg.HopperGroupedGemm(cutlass.BFloat16, cutlass.BFloat16, groups, 256, 64, 256)
+    ptr = cute.runtime.make_ptr(cutlass.BFloat16, 0, cute.AddressSpace.gmem, assumed_align=16)
+    descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle="64B").placeholder(groups, cutlass.BFloat16)
+    sched = gcdsl.grid_constant(np.zeros((groups, 3), dtype=np.int32))
+    with pytest.raises(Exception) as info:
+        cute.compile(gemm, ptr, ptr, ptr, cutlass.Int32(1), descs, sched, cutlass.Int32(1),
+                     cute.runtime.make_fake_stream())
+    text = str(info.value)
+    assert (getattr(info.value, "diag", None) is Diag.PARAM_BUDGET and str(gm.param_bytes(groups)) in text) \
+        or f"{gm.param_bytes(groups):#x} bytes" in text, text[-600:]
+
+
+# ---- input checks: the error names the caller's line -------------------------------------
+def _inputs(g=4, m=64, n=256, k=128, dtype=torch.bfloat16):
+    a = torch.zeros(m, k, dtype=dtype)
+    b = torch.zeros(g, n, k, dtype=dtype).transpose(-2, -1)
+    offs = torch.tensor([m // g * (i + 1) for i in range(g)], dtype=torch.int32)
+    return a, b, offs
+
+
+def _refused(a, b, offs, out_dtype=None):
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(GcdslError) as info:
+        gcdsl.ops.grouped_mm(a, b, offs, out_dtype)
+    err = info.value
+    assert err.diag is Diag.BAD_OP_INPUT
+    assert err.location is not None and err.location.filename == __file__ and err.location.line == line
+    return err
+
+
+def test_refusals_point_at_the_calling_line():
+    a, b, offs = _inputs()
+    assert "float32" in str(_refused(a.float(), b, offs))
+    assert _refused(a, b.half(), offs).param == "a"
+    assert "out_dtype" == _refused(a, b, offs, torch.int8).param
+    assert "int32" in str(_refused(a, b, offs.long()))
+    assert "must agree" in str(_refused(a[:, :64], b, offs))
+    assert "must agree" in str(_refused(a, b, offs[:3]))
+    assert "2D x 3D" in str(_refused(a, b[0], offs))
+    assert "row-major" in str(_refused(a.t().contiguous().t(), b, offs))
+    assert "transpose" in str(_refused(a, b.contiguous(), offs))
+    a2, b2, offs2 = _inputs(k=100)
+    assert "16-byte" in str(_refused(a2, b2, offs2))
+    a3, b3, offs3 = _inputs(n=100)
+    assert "16-byte" in str(_refused(a3, b3, offs3))
+    a4, b4, offs4 = _inputs(k=120)
+    shifted = torch.zeros(64 * 120 + 8, dtype=a4.dtype)[1:1 + 64 * 120].view(64, 120)  # 2 bytes off
+    assert "aligned" in str(_refused(shifted, b4, offs4))
+    assert "CUDA device" in str(_refused(a, b, offs))  # CPU tensors pass everything else
+
+
+def test_group_count_limit():
+    a, b, offs = _inputs(g=gm.MAX_GROUPS + 1, m=(gm.MAX_GROUPS + 1) * 2, n=8, k=8)
+    err = _refused(a, b, offs)
+    assert str(gm.MAX_GROUPS) in str(err) and "parameter space" in err.hint
+
+
+def test_offsets_must_be_cumulative_ends():
+    with pytest.raises(GcdslError) as info:
+        gm._host_offsets(torch.tensor([4, 2], dtype=torch.int32), 10)
+    assert "below" in str(info.value) and info.value.location.filename == __file__
+    with pytest.raises(GcdslError) as info:
+        gm._host_offsets(torch.tensor([4, 12], dtype=torch.int32), 10)
+    assert "exceeds" in str(info.value)
+    assert gm._host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), 10) == [0, 0, 10]
+
+
+def test_traced_calls_record_the_custom_op_with_its_fake_implementation():
+    """make_fx over fake CUDA tensors (no GPU needed): the graph holds gcdsl::grouped_mm, and
+    the fake implementation gives the output's shape, dtype and device."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with FakeTensorMode():
+        a = torch.empty(64, 128, dtype=torch.bfloat16, device="cuda")
+        b = torch.empty(4, 256, 128, dtype=torch.bfloat16, device="cuda").transpose(-2, -1)
+        offs = torch.empty(4, dtype=torch.int32)
+        graph = make_fx(lambda a, b, offs: gcdsl.ops.grouped_mm(a, b, offs, torch.float32) * 2)(a, b, offs)
+        out = torch.ops.gcdsl.grouped_mm(a, b, offs, None)
+    assert "gcdsl.grouped_mm.default" in graph.code
+    assert (tuple(out.shape), out.dtype, out.device.type, out.stride()) == ((64, 256), torch.bfloat16, "cuda", (256, 1))
+
+
+def test_fake_implementation_refuses_what_the_kernel_cannot_serve():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        a = torch.empty(64, 100, dtype=torch.bfloat16, device="cuda")
+        b = torch.empty(4, 256, 100, dtype=torch.bfloat16, device="cuda").transpose(-2, -1)
+        with pytest.raises(GcdslError) as info:
+            torch.ops.gcdsl.grouped_mm(a, b, torch.empty(4, dtype=torch.int32), None)
+    assert info.value.diag is Diag.BAD_OP_INPUT and "16-byte" in str(info.value)

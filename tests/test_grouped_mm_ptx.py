@@ -1,0 +1,137 @@
+"""The Hopper grouped GEMM compiled for sm_90a without a GPU: what its PTX and SASS must show.
+
+- the per-group store descriptors are one grid-constant parameter of G x 128 bytes and
+  every TMA store's descriptor is `cvta.param(table) + group * 128`;
+- nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
+  proxy fence) and nothing is read from global memory with `ld.global`;
+- no local memory, no spills, no predicated R2UR;
+- 8 WGMMAs (4 k-blocks x 2 call sites), 2 TMA loads, one TMA store per 32-column sub-tile;
+- the parameter bytes are what `grouped_mm.param_bytes` budgets, up to MAX_GROUPS.
+"""
+import re
+
+import pytest
+
+from gcdsl import ptx
+from gcdsl.ops.grouped_mm import MAX_GROUPS, param_bytes
+from tests.compile_cases import GROUPED_GEMM_CASES
+
+CASES = tuple(GROUPED_GEMM_CASES)
+PAIRS = tuple(c for c in CASES if c.endswith("_pairs"))
+
+
+def _groups(case):
+    return MAX_GROUPS if case == "grouped_gemm_max_groups" else int(re.search(r"_g(\d+)", case).group(1))
+
+
+def _tile_n(case):
+    found = re.search(r"_t(\d+)_", case)
+    return int(found.group(1)) if found else 256
+
+
+@pytest.fixture(scope="module")
+def compiled(compile_cases):
+    return compile_cases("sm_90a", "gcdsl", CASES)
+
+
+def _entry(compiled, case):
+    return ptx.single_entry(compiled.ptx(case))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_store_descriptors_are_one_table_in_param_space(compiled, case):
+    entry = _entry(compiled, case)
+    groups = _groups(case)
+    tables = [p for p in entry.params if p.size == groups * 128 and p.align == 128]
+    assert len(tables) == 1, entry.params
+    assert entry.param_bytes == param_bytes(groups) <= 32764
+    # gcdsl's own budget check, run when the kernel was launched, agrees with the PTX
+    assert compiled.param_bytes(case) == {"kernel": entry.param_bytes}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_tma_store_takes_its_descriptor_from_the_table(compiled, case):
+    entry = _entry(compiled, case)
+    stores = [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
+    assert len(stores) == _tile_n(case) // 32
+    for store in stores:
+        desc = re.search(r"\[(%rd\d+),\s*\{", store).group(1)
+        chain = _trace_back(entry, desc)
+        assert "cvta.param" in chain and re.search(r"mul\.wide\.[su]32\s+%rd\d+,\s*%r\d+,\s*128;", chain), chain
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_descriptor_modification_no_global_loads_no_local_memory(compiled, case):
+    text = compiled.ptx(case)
+    entry = _entry(compiled, case)
+    for forbidden in ("tensormap.replace", "fence.proxy.tensormap", "tensormap.cp_fenceproxy",
+                      "cp.fence.proxy.tensormap"):
+        assert forbidden not in text, forbidden
+    assert entry.count("ld.global") == 0
+    assert not entry.uses_local_memory()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_instruction_counts(compiled, case):
+    entry = _entry(compiled, case)
+    assert entry.count("wgmma.mma_async") == 8
+    loads = _loads(entry)
+    assert len(loads) == 2  # A (2-D) and B (3-D: the group is a coordinate)
+    assert sum(".3d." in i for i in loads) == 1
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_pairs_multicast_b_and_release_both_ctas(compiled, case):
+    entry = _entry(compiled, case)
+    multicast = [i for i in _loads(entry) if "multicast::cluster" in i]
+    remote_arrives = [i for i in entry.instructions("mbarrier.arrive") if "shared::cluster" in i]
+    if case in PAIRS:
+        assert len(multicast) == 1 and ".3d." in multicast[0]  # B only; A stays per CTA
+        assert remote_arrives and entry.count("barrier.cluster.wait") == 1
+    else:
+        assert not multicast and not remote_arrives and entry.count("barrier.cluster") == 0
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_sass_has_no_spills_and_no_predicated_r2ur(compiled, case):
+    sass = compiled.sass(case)
+    assert not re.search(r"\b(?:LDL|STL)\b", sass)
+    assert not re.search(r"@!?U?P\w+\s+R2UR\b", sass)
+    assert len(re.findall(r"\bHGMMA\.", sass)) == 8
+
+
+def test_one_group_more_than_max_groups_is_over_the_budget():
+    assert param_bytes(MAX_GROUPS) <= 32764 < param_bytes(MAX_GROUPS + 1)
+    assert MAX_GROUPS >= 128
+
+
+def test_sm100a_is_refused_because_wgmma_is_sm90a_only(tmp_path):
+    """The kernel is built from WGMMA and setmaxnreg, which exist on sm_90a only."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.compile_cases", "--arch", "sm_100a", "--decorator", "gcdsl",
+         "--out", str(tmp_path), "grouped_gemm_bf16_t256_g8"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode != 0
+    assert "expects arch to be sm_90a" in proc.stdout + proc.stderr
+
+
+def _loads(entry: ptx.Entry):
+    """TMA loads (global -> shared), as opposed to the stores (shared -> global)."""
+    return [i for i in entry.instructions("cp.async.bulk.tensor")
+            if re.match(r"cp\.async\.bulk\.tensor\.\dd\.shared::(cta|cluster)\.global", i)]
+
+
+def _trace_back(entry: ptx.Entry, register: str, depth: int = 5) -> str:
+    text = entry.definition(register) or ""
+    if depth and text:
+        for reg in re.findall(r"%rd\d+|%r\d+", text.split(None, 1)[1])[1:]:
+            text += "\n" + _trace_back(entry, reg, depth - 1)
+    return text
