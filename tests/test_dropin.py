@@ -23,17 +23,10 @@ def _xfail(reason):
     return pytest.mark.xfail(strict=True, reason=reason)
 
 
-LIST_CARRIED = ("a store through a list entry inside a `cutlass.range` loop makes the DSL carry the list through "
-                "the loop, and gcdsl's tensor list is not a DSL value (TYPE_DYNAMIC_EXPR_UNSUPPORTED: a "
-                "`NamedTensorList`); under @cute.kernel the plain list is carried")
-
-DROPIN_EXPECTED_FAILURES = {"dropin_tensors_store_in_dynamic_loop": LIST_CARRIED}
-
-RUNTIME_EXPECTED_FAILURES = {
-    "runtime_tensors_store_in_loop": LIST_CARRIED,
-    "runtime_atom_carried_by_loop": "an atom carried through a loop changes structure: `loads[0]` is a CopyAtom, "
-                                    "`loads[k]` a BoundCopyAtom (CONTAINER_STRUCTURE_CHANGED)",
-}
+# Every case passes today; a case that fails while its fix is awaited goes in here, with the
+# reason, and becomes a strict xfail.
+DROPIN_EXPECTED_FAILURES = {}
+RUNTIME_EXPECTED_FAILURES = {}
 
 
 def _cases(names, failures):
@@ -103,7 +96,9 @@ def test_runtime_atoms_in_nested_loops(runtime):
     from tests.test_lowering_ptx import _assert_runtime_descriptors
 
     entry = ptx.single_entry(runtime.ptx("runtime_atoms_in_loops"))
-    assert [len(run) for run in entry.descriptor_runs()] == [12]  # 6 loads then 6 stores, adjacent
+    for template, blob in (entry.params[0:2], entry.params[2:4]):  # loads, then stores: 6 atoms each
+        assert (template.size, template.align) == (128, 64)
+        assert (blob.size, blob.align) == (6 * 128, 128), "the list's descriptors are not one packed blob"
     _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 2)  # one load, one store: no branch over atoms
     _assert_prefetches_from_param_space(entry, 1)
 
