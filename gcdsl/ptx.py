@@ -9,12 +9,13 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
+from .abi import DESCRIPTOR_BYTES
+
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
 _TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
                "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 _INSTR = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)(?:\s+([^;]*))?;", re.M)
 
-DESCRIPTOR_BYTES = 128
 
 
 @dataclass(frozen=True)

@@ -140,13 +140,13 @@ def test_the_spec_fingerprint_sits_just_before_the_table():
     import numpy as np
 
     import gcdsl
-    from gcdsl.lower import _dsl_host
+    from gcdsl.lower import _dsl
     from gcdsl.lower.grid_constant import spec_fingerprint
 
     a = gcdsl.grid_constant(np.zeros((12, 4), dtype=np.int32))
     b = gcdsl.grid_constant(np.ones((10, 4), dtype=np.int32))
     c = gcdsl.grid_constant(np.ones((12, 4), dtype=np.int32))
-    stored = [ctypes.c_uint64.from_address(t.address - _dsl_host.FINGERPRINT_OFFSET).value for t in (a, b, c)]
+    stored = [ctypes.c_uint64.from_address(t.address - _dsl.FINGERPRINT_OFFSET).value for t in (a, b, c)]
     assert stored == [spec_fingerprint(t.spec) for t in (a, b, c)]
     assert stored[0] != stored[1] and stored[0] == stored[2]  # same spec, same fingerprint
     maps = gcdsl.TensorMapTable(box=(64, 32))

@@ -1,9 +1,14 @@
 """Every use of private CuTe DSL internals, in one place (nvidia-cutlass-dsl 4.8.x).
 
 The public DSL has no way to name the parameter-space address of a TMA atom's
-descriptor, nor an atom that carries a `tma_desc_ptr` of its own. Upgrading
-the DSL means revisiting this file and its tests (tests/test_lowering_ptx.py),
-nothing else.
+descriptor, nor an atom that carries a `tma_desc_ptr` of its own; gcdsl also reads
+the ops that built atoms, printed MLIR types, the DSL's kernel-trace state and error
+objects, and registers containers with its pytree machinery. All of it is here,
+beside `SUPPORTED_DSL_VERSIONS`. The one exception is the `_struct_type` marker on
+`GridConstantTensor` (a class attribute the TVM-FFI argument converter looks for).
+Upgrading the DSL means revisiting this file; tests/test_dsl_assumptions.py pins
+each assumption, and tests/test_lowering_ptx.py and tests/test_param_layout.py hold
+the results against the PTX.
 """
 from __future__ import annotations
 
@@ -16,19 +21,18 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
-from cutlass._mlir.dialects import arith, llvm, scf
+from cutlass._mlir.dialects import arith, cuda, llvm, scf
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
 from cutlass.base_dsl.common import DSLBaseError
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
+from ..abi import DESCRIPTOR_ALIGN, DESCRIPTOR_BYTES
 from ..diagnostics import Diag, GcdslError
 
-# A CUtensorMap is 128 bytes; the TMA unit needs it 64-byte aligned. The DSL declares
-# each TMA atom's descriptor as `.param .align 64 .b8 [128]`, so the descriptors of
-# consecutive list entries sit at a 128-byte stride in parameter space.
-DESCRIPTOR_BYTES = 128
-DESCRIPTOR_ALIGN = 64
+# The DSL versions whose internals this module is written against (pyproject.toml
+# requires the same range; tests/test_dsl_assumptions.py pins every assumption).
+SUPPORTED_DSL_VERSIONS = ">=4.8.1,<4.9"
 
 
 def _descriptor_pointer_type() -> Any:
@@ -158,6 +162,97 @@ def attach_table_spec(tensor: Any, spec: Any) -> None:
 def table_spec(tensor: Any) -> Any:
     """The spec `attach_table_spec` left on `tensor`, or None."""
     return getattr(tensor, "_gcdsl_spec", None)
+
+
+# ---- grid-constant tables on the host --------------------------------------------
+# The compiled host function takes a table as its address (an opaque `!llvm.ptr`)
+# and loads the bytes, by value, only where a kernel is launched with them: a
+# by-value array argument of the host function would cost LLVM compile time in
+# proportion to the table's size.
+
+def address_type() -> Any:
+    """The host function's parameter type for a table: an opaque pointer."""
+    return llvm.PointerType.get()
+
+
+def load_table(spec: Any, address: Any, fingerprint: int, mismatch_message: str) -> Any:
+    """The table's bytes at `address`, as the kernel parameter's by-value type.
+
+    First the 8 bytes just before them, the fingerprint of the table's spec, are
+    compared with the one the function was compiled for: a table of another shape
+    or dtype would be read past its end or in part. On a mismatch the compiled call
+    prints `mismatch_message` and returns cudaErrorNotSupported before launching,
+    which the DSL raises as an error (cudaErrorInvalidValue would read as a bad
+    launch configuration in the DSL's message).
+    """
+    i32, i64 = ir.IntegerType.get_signless(32), ir.IntegerType.get_signless(64)
+    header = arith.subi(llvm.ptrtoint(i64, address), arith.constant(i64, FINGERPRINT_OFFSET))
+    stored = llvm.load(i64, llvm.inttoptr(llvm.PointerType.get(), header), alignment=1)
+    differs = arith.cmpi(arith.CmpIPredicate.ne, stored, arith.constant(i64, fingerprint))
+    branch = scf.IfOp(differs)
+    with ir.InsertionPoint(branch.then_block):
+        cute.printf(mismatch_message)
+        scf.YieldOp([])
+    error = arith.select(differs, arith.constant(i32, _CUDA_ERROR_NOT_SUPPORTED), arith.constant(i32, 0))
+    cuda.return_if_error([error])
+    return llvm.load(table_param_type(spec), address)
+
+
+FINGERPRINT_OFFSET = 16  # the spec's fingerprint sits this many bytes before a table's data
+_CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+def int64_table(fields: list) -> Any:
+    """On the host: `!llvm.array<len x i64>` holding `fields` (Python ints or DSL integers)."""
+    table_type = llvm.ArrayType.get(ir.IntegerType.get_signless(64), max(1, len(fields)))
+    table = llvm.mlir_undef(table_type)
+    for position, value in enumerate(fields):
+        table = llvm.insertvalue(table, cutlass.Int64(value).ir_value(), [position])
+    return table
+
+
+def int64_table_type(count: int) -> Any:
+    return llvm.ArrayType.get(ir.IntegerType.get_signless(64), max(1, count))
+
+
+def tensor_kind(t: Any) -> str:
+    """"memref" (a global-memory tensor), "coord" (a TMA coordinate tensor) or ""."""
+    text = str(getattr(t, "type", ""))
+    if text.startswith("!cute.coord_tensor"):
+        return "coord"
+    if text.startswith("!cute.memref") and "gmem" in text:
+        return "memref"
+    return ""
+
+
+def tma_atom_element(atom: cute.CopyAtom) -> Optional[str]:
+    """The element type a TMA atom's printed type names (`f32`, `bf16`), or None."""
+    match = re.search(r"<sm_\d+a?, (\w+),", str(atom_type(atom)))
+    return match.group(1) if match else None
+
+
+def tma_atom_box(atom: cute.CopyAtom) -> Optional[Tuple[int, ...]]:
+    """A TMA atom's box in tensor-mode order, read off its TMA basis, or None.
+
+    The basis lists TMA modes innermost first: extent `e` of TMA mode i runs along
+    tensor mode `m` (`e:1@m`).
+    """
+    basis = re.search(r'tma_gbasis = <"\(([\d,]+)\):\(([^)]*)\)">', str(atom_type(atom)))
+    if not basis:
+        return None
+    extents = [int(e) for e in basis.group(1).split(",")]
+    modes = [int(m.split("@")[1]) for m in basis.group(2).split(",")]
+    box = [0] * len(extents)
+    for extent, mode in zip(extents, modes):
+        box[mode] = extent
+    return tuple(box)
+
+
+def mlir_attributes(value: Any) -> list:
+    """The kernel-argument attributes of a DSL value (a TMA atom's `grid_constant`)."""
+    from cutlass.base_dsl.utils.mlir_value_tree import extract_mlir_attributes
+
+    return extract_mlir_attributes(value)
 
 
 # ---- kernel parameter layout -------------------------------------------------------

@@ -24,7 +24,6 @@ import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
 
-from cutlass.base_dsl.utils.mlir_value_tree import extract_mlir_attributes
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
@@ -61,7 +60,7 @@ class PackedDescriptors:
         return extract_mlir_values(self.template) + [self.blob]
 
     def __extract_mlir_attributes__(self) -> list:
-        return extract_mlir_attributes(self.template) + [_dsl.grid_constant_attribute()]
+        return _dsl.mlir_attributes(self.template) + [_dsl.grid_constant_attribute()]
 
     def __new_from_mlir_values__(self, values: list) -> "PackedDescriptors":
         n = len(extract_mlir_values(self.template))

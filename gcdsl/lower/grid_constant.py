@@ -25,7 +25,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError, located_at_caller
-from . import _dsl, _dsl_host
+from . import _dsl
 
 _NUMPY_TO_DSL = {
     np.dtype(np.int8): cutlass.Int8,
@@ -51,9 +51,6 @@ class TableSpec:
         self.meta = meta  # what the bytes mean, if more than numbers (TensorMapTable sets it)
         self.nbytes = math.prod(shape) * dtype.width // 8
         self.padded_bytes = -(-self.nbytes // align) * align
-
-    def key(self) -> tuple:
-        return (self.shape, self.dtype, self.align, None if self.meta is None else self.meta.key())
 
     def __str__(self) -> str:  # appears in kernel names: keep it stable and short
         meta = "" if self.meta is None else f"_{self.meta}"
@@ -87,7 +84,7 @@ class GridConstantTensor:
         # The host code of the compiled function reads the table with the alignment
         # of its parameter type, so the bytes live at that alignment here too; just
         # before them, the spec's fingerprint, which a compiled call checks.
-        header = _dsl_host.FINGERPRINT_OFFSET
+        header = _dsl.FINGERPRINT_OFFSET
         self._storage = np.zeros(header + self.spec.padded_bytes + align, dtype=np.uint8)
         offset = header + (-(self._storage.ctypes.data + header)) % align
         self._bytes = self._storage[offset:offset + self.spec.padded_bytes]
@@ -129,10 +126,10 @@ class GridConstantTensor:
         return self._c_pointers
 
     # The host function receives the table's address, not its bytes by value (see
-    # _dsl_host): its compile time does not grow with the table.
+    # _dsl.load_table): its compile time does not grow with the table.
     @staticmethod
     def __get_mlir_types__() -> list:
-        return [_dsl_host.address_type()]
+        return [_dsl.address_type()]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
         return GridConstantParam(values[0], self.spec, host_address=True)
@@ -170,7 +167,7 @@ class GridConstantParam:
             message = (f"gcdsl: a grid-constant table passed to this compiled function is not the "
                        f"{self.spec} it was compiled for (another shape, dtype or descriptor box); "
                        f"use update() on the table it was compiled with, or compile again\n")
-            return [_dsl_host.load_table(self.spec, self.value, spec_fingerprint(self.spec), message)]
+            return [_dsl.load_table(self.spec, self.value, spec_fingerprint(self.spec), message)]
         return [self.value]
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":

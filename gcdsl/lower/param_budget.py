@@ -12,10 +12,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from cutlass.cutlass_dsl import extract_mlir_values
 
+from ..abi import PARAM_LIMIT
 from ..diagnostics import Diag, GcdslError, SourceLocation
 from . import _dsl
 
-PARAM_LIMIT = 32764
 
 
 def layout(arguments: Dict[str, Any]) -> Tuple[List[Tuple[str, int]], int]:

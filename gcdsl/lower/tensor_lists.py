@@ -18,8 +18,6 @@ from typing import Any, List, Optional
 
 import cutlass
 import cutlass.cute as cute
-from cutlass._mlir import ir
-from cutlass._mlir.dialects import llvm
 
 from cutlass.cute.typing import Integer
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
@@ -57,7 +55,7 @@ class TensorListParam:
         return TensorListParam(values[0], self.spec)
 
     def __get_mlir_types__(self) -> list:
-        return [_table_type(self.spec)]
+        return [_dsl.int64_table_type(self.spec.count * self.spec.fields)]
 
     def __extract_mlir_attributes__(self) -> list:
         return [_dsl.grid_constant_attribute()]
@@ -66,19 +64,6 @@ class TensorListParam:
         return str(self.spec)
 
     __repr__ = __str__
-
-
-def _table_type(spec: TensorListSpec) -> Any:
-    return llvm.ArrayType.get(ir.IntegerType.get_signless(64), max(1, spec.count * spec.fields))
-
-
-def _kind(t: Any) -> str:
-    text = str(getattr(t, "type", ""))
-    if text.startswith("!cute.coord_tensor"):
-        return "coord"
-    if text.startswith("!cute.memref") and "gmem" in text:
-        return "memref"
-    return ""
 
 
 def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
@@ -92,7 +77,7 @@ def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
                    f"{'an empty list' if isinstance(tensors, (list, tuple)) else type(tensors).__name__}",
                    "pass a non-empty Python list of tensors")
     first = tensors[0]
-    kind = _kind(first)
+    kind = _dsl.tensor_kind(first)
     if not kind:
         raise fail(f"`{param}[0]` is {first.type if hasattr(first, 'type') else type(first).__name__}: "
                    "runtime-indexed tensor lists hold global-memory tensors or TMA coordinate tensors",
@@ -102,8 +87,8 @@ def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
     align = first.iterator.alignment if kind == "memref" else 1
     for i, t in enumerate(tensors):
         problems = []
-        if _kind(t) != kind:
-            problems.append(f"kind: {kind} vs {_kind(t) or type(t).__name__}")
+        if _dsl.tensor_kind(t) != kind:
+            problems.append(f"kind: {kind} vs {_dsl.tensor_kind(t) or type(t).__name__}")
         elif cute.rank(t) != rank:
             problems.append(f"rank: {rank} vs {cute.rank(t)}")
         elif kind == "memref" and t.element_type is not dtype:
@@ -138,10 +123,7 @@ def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
         fields.extend(t.shape)
         if kind == "memref":
             fields.extend(t.stride)
-    table = llvm.mlir_undef(_table_type(spec))
-    for position, value in enumerate(fields):
-        table = llvm.insertvalue(table, cutlass.Int64(value).ir_value(), [position])
-    return TensorListParam(table, spec)
+    return TensorListParam(_dsl.int64_table(fields), spec)
 
 
 def _flat(mode: Any) -> bool:

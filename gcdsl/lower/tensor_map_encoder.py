@@ -11,9 +11,9 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable, Optional, Tuple
 
+from ..abi import DESCRIPTOR_BYTES
 from ..diagnostics import Diag, GcdslError
 
-DESCRIPTOR_BYTES = 128
 MAX_RANK = 5  # what cuTensorMapEncodeTiled accepts
 
 # torch dtype name -> CUtensorMapDataType suffix

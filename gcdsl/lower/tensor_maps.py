@@ -18,7 +18,6 @@ against the table's dtype, rank and box at trace time.
 from __future__ import annotations
 
 import operator
-import re
 from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,13 +25,13 @@ import numpy as np
 import cutlass
 import cutlass.cute as cute
 
+from ..abi import DESCRIPTOR_BYTES
 from ..diagnostics import Diag, GcdslError, located_at_caller
 from . import _dsl
 from . import tensor_map_encoder as encoder
 from .grid_constant import GridConstantTensor, TableSpec
 from .tensor_map_encoder import DATA_TYPES, SWIZZLES
 
-DESCRIPTOR_BYTES = 128
 
 
 class DescriptorMeta:
@@ -160,24 +159,15 @@ def tma_desc_ptr(table: Any, index: Any, *, template: Optional[cute.CopyAtom] = 
 
 
 def _check_template(template: cute.CopyAtom, meta: DescriptorMeta) -> None:
-    text = str(_dsl.atom_type(template))
-    element = re.search(r"<sm_\d+a?, (\w+),", text)
-    basis = re.search(r'tma_gbasis = <"\(([\d,]+)\):\(([^)]*)\)">', text)
+    element, box = _dsl.tma_atom_element(template), _dsl.tma_atom_box(template)
     problems = []
     expected_elem = _MLIR_ELEMENT.get(meta.dtype)
-    if element and expected_elem and element.group(1) != expected_elem:
-        problems.append(f"dtype: template {element.group(1)}, table {expected_elem}")
-    if basis:
-        # TMA modes, innermost first: extent `e` of TMA mode i runs along tensor mode `m` (e:1@m)
-        extents = [int(e) for e in basis.group(1).split(",")]
-        modes = [int(m.split("@")[1]) for m in basis.group(2).split(",")]
-        box = [0] * len(extents)
-        for extent, mode in zip(extents, modes):
-            box[mode] = extent
-        if len(box) != len(meta.box):
-            problems.append(f"rank: template {len(box)}, table {len(meta.box)}")
-        elif tuple(box) != meta.box:
-            problems.append(f"box: template {tuple(box)}, table {meta.box}")
+    if element and expected_elem and element != expected_elem:
+        problems.append(f"dtype: template {element}, table {expected_elem}")
+    if box is not None and len(box) != len(meta.box):
+        problems.append(f"rank: template {len(box)}, table {len(meta.box)}")
+    elif box is not None and box != meta.box:
+        problems.append(f"box: template {box}, table {meta.box}")
     if problems:
         raise GcdslError(
             Diag.ATOM_TYPE_MISMATCH,

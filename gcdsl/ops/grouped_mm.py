@@ -38,14 +38,13 @@ import numpy as np
 import torch
 import torch.utils._python_dispatch
 
+from ..abi import DESCRIPTOR_BYTES, PARAM_LIMIT
 from ..diagnostics import Diag, GcdslError, SourceLocation
 
-PARAM_LIMIT = 32764
 # What the kernel's parameters hold besides the two tables, as the DSL lays them out:
 # three TMA atoms (A, B, the store template) and two runtime extents. The CPU
 # compile test checks this figure against the PTX.
 FIXED_PARAM_BYTES = 640
-DESCRIPTOR_BYTES = 128
 SCHED_ROW_BYTES = 12  # (tile_end, row_start, rows) Int32
 
 
