@@ -25,6 +25,11 @@ if not has_gpu():
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--upstream-jobs", type=int, default=1,
+                     help="upstream examples compiled at a time (each in two processes); see test_upstream_compat.py")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA Hopper GPU; skipped without one")
     config.addinivalue_line(

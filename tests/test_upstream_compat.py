@@ -4,13 +4,12 @@ Needs `GCDSL_UPSTREAM_EXAMPLES` (the `examples/python/CuTeDSL` folder of an
 NVIDIA/cutlass checkout); without it every case is skipped at once. Marked
 `upstream`: `-m upstream` runs only the sweep, `-m "not upstream"` leaves it out.
 Each case compiles its example twice, in two concurrent processes;
-`GCDSL_UPSTREAM_JOBS=N` keeps N examples in flight (default 1, which fills two
+`--upstream-jobs N` keeps N examples in flight (default 1, which fills two
 cores). A table of the outcomes, with each example's time, ends the run.
 
     GCDSL_UPSTREAM_EXAMPLES=.../examples/python/CuTeDSL python -m pytest -m upstream -q
 """
 import concurrent.futures
-import os
 
 import pytest
 
@@ -28,11 +27,11 @@ pytestmark = [
 
 @pytest.fixture(scope="session")
 def upstream_runs(request, tmp_path_factory):
-    """Start every selected example now, in test order, `GCDSL_UPSTREAM_JOBS` at a time."""
+    """Start every selected example now, in test order, `--upstream-jobs` at a time."""
     names = [item.callspec.params["name"] for item in request.session.items
              if item.get_closest_marker("upstream") and hasattr(item, "callspec")]
     work = str(tmp_path_factory.mktemp("upstream"))
-    jobs = max(1, int(os.environ.get("GCDSL_UPSTREAM_JOBS", "1")))
+    jobs = max(1, request.config.getoption("upstream_jobs"))
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs)
     futures = {name: pool.submit(run_pair, name, work) for name in names}
     yield futures

@@ -35,7 +35,9 @@ TIMEOUT_S = 900
 
 
 def examples_root() -> Optional[str]:
-    return os.environ.get(ENV_VAR) or None
+    from gcdsl import config
+
+    return config.get().upstream_examples
 
 
 # ---------------------------------------------------------------- one compile (child process)
