@@ -5,7 +5,9 @@ architecture and each choice of decorator needs its own process:
 
     python -m tests.compile_cases --arch sm_90a --decorator gcdsl --out DIR CASE...
 
-writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES`.
+writes DIR/CASE.ptx (and DIR/CASE.sass) for every CASE in `CASES` (or another table
+below). With `--keep-going` a case that fails writes DIR/CASE.error (its exception)
+instead, and the others still compile.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import os
 import shutil
 import sys
 import tempfile
+import traceback
 
 
 def _batch_copy(n, kernel="runtime"):
@@ -158,6 +161,90 @@ def _grouped_gemm_max_groups():
 GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
+def _dropin(case):
+    """The drop-in kernels of tests/kernels/dropin.py, by case name."""
+
+    def build():
+        import cutlass
+        import cutlass.cute as cute
+        from tests.kernels import dropin as di
+
+        fake = cute.runtime.make_fake_compact_tensor
+        vector = fake(cutlass.Float32, (di.THREADS,), assumed_align=16)
+        if case == "dropin_method":
+            src, dst = (fake(cutlass.Float32, (64, di.THREADS * 2), stride_order=(1, 0), assumed_align=16)
+                        for _ in range(2))
+            return di.ScaledCopy(), (src, dst)
+        if case == "dropin_staticmethod":
+            return di.Fills().static, (vector,)
+        if case == "dropin_classmethod":
+            return di.Fills().klass, (vector,)
+        if case == "dropin_name_prefix":
+            return di.named_fill, (vector,)
+        if case.startswith("dropin_atoms_"):
+            kernel, extra = {
+                "dropin_atoms_range_constexpr": (di.load_all_kernel, ()),
+                "dropin_atoms_constexpr_param": (di.load_one_kernel, (1,)),
+                "dropin_atoms_const_expr": (di.load_last_kernel, ()),
+                "dropin_atoms_module_int": (di.load_global_index_kernel, ()),
+                "dropin_atoms_closure_int": (di.make_load_closure_kernel(1), ()),
+            }[case]
+            return di.atom_load(kernel, *extra), (di.atom_sources(),)
+        if case == "dropin_uniform_atoms_range_constexpr":
+            return (di.atom_load(di.load_all_kernel, specs=di.UNIFORM_SPECS),
+                    (di.atom_sources(di.UNIFORM_SPECS),))
+        if case == "dropin_tensors_range_constexpr":
+            return di.tiles_host(di.sum_tiles_kernel, 3), di.tile_sources(3)
+        if case == "dropin_tensors_constexpr_param":
+            return di.tiles_host(di.pick_tile_kernel, 2), di.tile_sources(3)
+        if case == "dropin_flat_tensors_range_constexpr":
+            return di.sum_rows, di.tile_sources(3, (16, di.THREADS))
+        if case == "dropin_tensors_store_in_dynamic_loop":
+            return di.spread_rows, (*di.tile_sources(3, (16, di.THREADS)), cutlass.Int32(4))
+        raise KeyError(case)
+
+    return build
+
+
+def _runtime(case):
+    """The runtime-indexed kernels of tests/kernels/dropin_runtime.py (gcdsl only)."""
+
+    def build():
+        from tests.kernels import dropin_runtime as rt
+
+        host, make_args = {
+            "runtime_tensors_in_loop": (rt.gather, rt.tensor_args),
+            "runtime_tensors_in_if": (rt.guarded, rt.tensor_args),
+            "runtime_tensors_store_in_loop": (rt.scatter, rt.tensor_args),
+            "runtime_atom_carried_by_loop": (rt.prefetch_ahead, rt.prefetch_ahead_args),
+            "runtime_atoms_in_loops": (rt.task_loop, rt.task_loop_args),
+            "grid_constant_in_loop": (rt.table_loop, rt.table_loop_args),
+        }[case]
+        return host, make_args()
+
+    return build
+
+
+RUNTIME_CASES = ("runtime_tensors_in_loop", "runtime_tensors_in_if", "runtime_tensors_store_in_loop",
+                 "runtime_atoms_in_loops", "runtime_atom_carried_by_loop", "grid_constant_in_loop")
+
+DROPIN_CASES = (
+    "dropin_method", "dropin_staticmethod", "dropin_classmethod", "dropin_name_prefix",
+    "dropin_atoms_range_constexpr", "dropin_atoms_constexpr_param", "dropin_atoms_const_expr",
+    "dropin_atoms_module_int", "dropin_atoms_closure_int",
+    "dropin_uniform_atoms_range_constexpr",
+    "dropin_tensors_range_constexpr", "dropin_tensors_constexpr_param", "dropin_flat_tensors_range_constexpr",
+    "dropin_tensors_store_in_dynamic_loop",
+)
+
+# Drop-in and runtime-control-flow cases: some fail under gcdsl today (tests/test_dropin.py
+# marks those), so they are compiled with --keep-going and kept out of CASES, whose PTX
+# is pinned and whose every case must compile.
+COMPAT_CASES = {
+    **{case: _dropin(case) for case in DROPIN_CASES},
+    **{case: _runtime(case) for case in RUNTIME_CASES},
+}
+
 CASES = {
     "param_kinds": _param_kinds,
     "grouped_n40": _grouped(40),
@@ -178,6 +265,8 @@ def main() -> int:
     parser.add_argument("--arch", default="sm_90a")
     parser.add_argument("--decorator", choices=["cute", "gcdsl"], default="gcdsl")
     parser.add_argument("--out", required=True)
+    parser.add_argument("--keep-going", action="store_true", help="record a failing case in CASE.error and go on")
+    parser.add_argument("--no-sass", action="store_true", help="keep PTX only (SASS makes a compile ~4x slower)")
     parser.add_argument("cases", nargs="+")
     args = parser.parse_args()
 
@@ -186,7 +275,7 @@ def main() -> int:
     os.environ.update(
         CUTE_DSL_ARCH=args.arch,
         # SASS needs nvdisasm; in 4.8.1 it is only dumped when `ir` is kept too.
-        CUTE_DSL_KEEP="ptx,ir,sass" if has_nvdisasm() else "ptx",
+        CUTE_DSL_KEEP="ptx,ir,sass" if has_nvdisasm() and not args.no_sass else "ptx",
         CUTE_DSL_DUMP_DIR=scratch,
         CUTE_DSL_NO_CACHE="1",
         GCDSL_TEST_DECORATOR=args.decorator,
@@ -204,15 +293,23 @@ def main() -> int:
         mutations.apply(mutation)
 
     for case in args.cases:
-        # The grouped GEMM cases (sm_90a only, large) are kept out of CASES, which the
-        # PTX fingerprints and the sm_100a runs iterate over; tests/test_grouped_mm_ptx.py
-        # holds them.
-        fn, fn_args = {**CASES, **GROUPED_GEMM_CASES}[case]()
         # Dump names are cut to a fixed length, so cases can collide: one at a time.
         for stale in os.listdir(scratch):
             os.remove(os.path.join(scratch, stale))
         budgets.clear()
-        cute.compile(fn, *fn_args)
+        try:
+            # The grouped GEMM cases (sm_90a only, large) are kept out of CASES, which the
+            # PTX fingerprints and the sm_100a runs iterate over; tests/test_grouped_mm_ptx.py
+            # holds them.
+            fn, fn_args = {**CASES, **GROUPED_GEMM_CASES, **COMPAT_CASES}[case]()
+            cute.compile(fn, *fn_args)
+        except Exception as err:
+            if not args.keep_going:
+                raise
+            with open(os.path.join(args.out, case + ".error"), "w") as f:
+                f.write(f"{type(err).__name__}: {err}\n\n{traceback.format_exc()}")
+            print(f"FAILED {case} for {args.arch} under {args.decorator}: {type(err).__name__}", flush=True)
+            continue
         with open(os.path.join(args.out, case + ".param_bytes.json"), "w") as f:
             json.dump(budgets, f)
         for path in os.listdir(scratch):

@@ -25,8 +25,27 @@ if not has_gpu():
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--upstream-jobs", type=int, default=1,
+                     help="upstream examples compiled at a time (each in two processes); see test_upstream_compat.py")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs an NVIDIA Hopper GPU; skipped without one")
+    config.addinivalue_line(
+        "markers", "upstream: upstream CuTe DSL examples under both decorators (needs GCDSL_UPSTREAM_EXAMPLES)")
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The upstream sweep's table, when it ran."""
+    module = sys.modules.get("tests.test_upstream_compat")
+    if module is None or not module.OUTCOMES:
+        return
+    from tests.upstream_compat import markdown
+
+    total = sum(o.seconds for o in module.OUTCOMES)
+    terminalreporter.write_sep("=", "upstream examples under @cute.kernel and @gcdsl.kernel")
+    terminalreporter.write_line(markdown(module.OUTCOMES) + f"Sum of the examples' times: {total:.0f} s.")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -38,6 +57,10 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+class CaseFailed(AssertionError):
+    """A case compiled with keep_going failed; its exception is the message."""
+
+
 class Compiled:
     """PTX/SASS of the cases compiled for one (arch, decorator) pair."""
 
@@ -45,6 +68,10 @@ class Compiled:
         self.out_dir = out_dir
 
     def ptx(self, case: str) -> str:
+        error = os.path.join(self.out_dir, case + ".error")
+        if os.path.exists(error):  # compiled with keep_going: this case failed
+            with open(error) as f:
+                raise CaseFailed(f"{case} did not compile: {f.read()[-6000:]}")
         with open(os.path.join(self.out_dir, case + ".ptx")) as f:
             return f.read()
 
@@ -66,23 +93,28 @@ class Compiled:
 @pytest.fixture(scope="session")
 def compile_cases(tmp_path_factory):
     """compile_cases(arch, decorator, cases) -> Compiled; each case is compiled once per session
-    for each (arch, decorator), the ones not seen yet in one subprocess."""
+    for each (arch, decorator), the ones not seen yet in one subprocess.
+
+    With keep_going=True a failing case does not stop the others: asking for its
+    PTX raises CaseFailed with its exception. sass=False keeps PTX only, faster.
+    """
     out_dirs, done = {}, set()
 
-    def run(arch: str, decorator: str, cases: tuple) -> Compiled:
-        key = (arch, decorator)
+    def run(arch: str, decorator: str, cases: tuple, keep_going: bool = False, sass: bool = True) -> Compiled:
+        key = (arch, decorator, keep_going, sass)
         if key not in out_dirs:
             out_dirs[key] = tmp_path_factory.mktemp(f"{arch}-{decorator}")
-        todo = [c for c in cases if (arch, decorator, c) not in done]
+        todo = [c for c in cases if (*key, c) not in done]
         if todo:
             env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
             proc = subprocess.run(
                 [sys.executable, "-m", "tests.compile_cases", "--arch", arch,
-                 "--decorator", decorator, "--out", str(out_dirs[key]), *todo],
+                 "--decorator", decorator, "--out", str(out_dirs[key]),
+                 *(["--keep-going"] if keep_going else []), *([] if sass else ["--no-sass"]), *todo],
                 cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,
             )
             assert proc.returncode == 0, f"compile failed:\n{proc.stdout}\n{proc.stderr[-6000:]}"
-            done.update((arch, decorator, c) for c in todo)
+            done.update((*key, c) for c in todo)
         return Compiled(str(out_dirs[key]))
 
     return run
