@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 import types
-from typing import Any, Callable, Dict, Iterator, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Set, Tuple
 
 from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
@@ -89,11 +89,12 @@ class Kernel:
             verdicts = {name: descriptor_verdict(bound.arguments.get(name), param=name)
                         for name, param in self._analysis.indexed.items()
                         if param.kind is ParamKind.DESCRIPTOR_LIST}
-            return _Launcher(self, bound, LaunchContext(self.__name__, verdicts))
+            return _Launcher(self, bound, LaunchContext(self.__name__, verdicts), keywords=kwargs.keys())
 
-    def _dsl_launcher(self, bound: inspect.BoundArguments, lowered: Dict[str, Any]) -> Any:
+    def _dsl_launcher(self, bound: inspect.BoundArguments, lowered: Dict[str, Any], keywords: Set[str]) -> Any:
         """The DSL's launcher for `bound`, with the lists in `lowered` replaced by their
-        lowered form."""
+        lowered form, and the arguments passed as the caller passed them (the DSL names
+        kernels after their positional arguments)."""
         arguments = {**bound.arguments, **lowered}
         # Defaults are sized for the budget but not passed: the DSL names kernels after
         # the arguments it is given, as under `@cute.kernel`.
@@ -104,8 +105,19 @@ class Kernel:
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)
-        passed = inspect.BoundArguments(self._signature, arguments)
-        return self._cute_kernel(*passed.args, **passed.kwargs)
+        args, kwargs = [], {}
+        for name, param in self._signature.parameters.items():
+            if name not in arguments:
+                continue
+            if param.kind is param.VAR_POSITIONAL:
+                args.extend(arguments[name])
+            elif param.kind is param.VAR_KEYWORD:
+                kwargs.update(arguments[name])
+            elif name in keywords or param.kind is param.KEYWORD_ONLY:
+                kwargs[name] = arguments[name]
+            else:
+                args.append(arguments[name])
+        return self._cute_kernel(*args, **kwargs)
 
     def _lower(self, name: str, value: Any, context: LaunchContext) -> Any:
         """List parameter `name` in the form a runtime index needs: a packed blob of
@@ -242,11 +254,13 @@ class _Launcher:
     with that list lowered.
     """
 
-    def __init__(self, kernel: Kernel, bound: inspect.BoundArguments, context: LaunchContext) -> None:
+    def __init__(self, kernel: Kernel, bound: inspect.BoundArguments, context: LaunchContext,
+                 keywords: Iterable[str] = ()) -> None:
         self._kernel, self._bound, self._context = kernel, bound, context
+        self._keywords = set(keywords)
         with launching(context), kernel._errors_at_user_lines():
             self._lowered = kernel._learned_lowerings(bound, context)
-            self._launcher = kernel._dsl_launcher(bound, self._lowered)
+            self._launcher = kernel._dsl_launcher(bound, self._lowered, self._keywords)
 
     def launch(self, *args: Any, **kwargs: Any) -> Any:
         while True:
@@ -267,7 +281,7 @@ class _Launcher:
             raise TypeError(f"gcdsl internal error: `{name}` was lowered and still reached as a list")
         try:
             self._lowered[name] = kernel._lower(name, self._bound.arguments[name], self._context)
-            self._launcher = kernel._dsl_launcher(self._bound, self._lowered)
+            self._launcher = kernel._dsl_launcher(self._bound, self._lowered, self._keywords)
         except GcdslError as err:
             site = kernel._user_place_in(need.__traceback__)
             raise err.at(kernel._location(*site)) if site and err.location is None else err from None

@@ -171,10 +171,10 @@ def _dropin(case):
 
         fake = cute.runtime.make_fake_compact_tensor
         vector = fake(cutlass.Float32, (di.THREADS,), assumed_align=16)
-        if case == "dropin_method":
+        if case in ("dropin_method", "dropin_keywords"):
             src, dst = (fake(cutlass.Float32, (64, di.THREADS * 2), stride_order=(1, 0), assumed_align=16)
                         for _ in range(2))
-            return di.ScaledCopy(), (src, dst)
+            return (di.ScaledCopy() if case == "dropin_method" else di.KeywordCopy()), (src, dst)
         if case == "dropin_staticmethod":
             return di.Fills().static, (vector,)
         if case == "dropin_classmethod":
@@ -229,7 +229,7 @@ RUNTIME_CASES = ("runtime_tensors_in_loop", "runtime_tensors_in_if", "runtime_te
                  "runtime_atoms_in_loops", "runtime_atom_carried_by_loop", "grid_constant_in_loop")
 
 DROPIN_CASES = (
-    "dropin_method", "dropin_staticmethod", "dropin_classmethod", "dropin_name_prefix",
+    "dropin_method", "dropin_keywords", "dropin_staticmethod", "dropin_classmethod", "dropin_name_prefix",
     "dropin_atoms_range_constexpr", "dropin_atoms_constexpr_param", "dropin_atoms_const_expr",
     "dropin_atoms_module_int", "dropin_atoms_closure_int",
     "dropin_uniform_atoms_range_constexpr",

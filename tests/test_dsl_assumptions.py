@@ -91,6 +91,7 @@ def test_tvm_ffi_takes_a_class_with_struct_type_as_an_opaque_handle():
     ('!cute.layout<"(?,8):(8,1)">', (4, 4)),
     ('!cute.coord_tensor<"(0,0)", "(256,128):(1@1,1@0)">', (0, 1)),
     ("!llvm.array<5 x vector<32xi32>>", (640, 128)),
+    ("!llvm.ptr<1>", (8, 8)), ("!llvm.ptr", (8, 8)),
 ])
 def test_printed_kernel_argument_types_are_sized_as_the_ptx_lays_them_out(text, layout):
     """The rules behind the parameter budget; tests/test_param_layout.py holds them

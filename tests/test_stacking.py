@@ -48,3 +48,31 @@ def test_the_dsl_kernel_api_passes_through():
     assert callable(kernel.set_name_prefix)                        # what cute.kernel returns has it
     with pytest.raises(AttributeError):
         kernel.no_such_attribute
+
+
+def test_cute_kernel_replaced_by_gcdsl_kernel_does_not_recurse(tmp_path):
+    """A program (or a test harness) may switch every `@cute.kernel` to gcdsl by
+    assignment; the desugared text still reaches the DSL's own decorator."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "switched.py"
+    script.write_text(
+        "import cutlass, cutlass.cute as cute, gcdsl\n"
+        "cute.kernel = gcdsl.kernel\n\n\n"
+        "@cute.kernel\n"
+        "def fill(out: cute.Tensor):\n"
+        "    tidx, _, _ = cute.arch.thread_idx()\n"
+        "    out[tidx] = 1.0\n\n\n"
+        "@cute.jit\n"
+        "def host(out: cute.Tensor):\n"
+        "    fill(out).launch(grid=(1, 1, 1), block=(32, 1, 1))\n\n\n"
+        "cute.compile(host, cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,)))\n"
+        "print(type(fill).__name__, 'compiled')\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, CUTE_DSL_ARCH="sm_90a", PYTHONPATH=path)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Kernel compiled" in proc.stdout, proc.stderr[-3000:]

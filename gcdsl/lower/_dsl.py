@@ -280,6 +280,8 @@ def param_layout(mlir_type: Any) -> Optional[Tuple[int, int]]:
         count, lanes, bits = int(array.group(1)), array.group(2), array.group(3)
         element = int(lanes) * 4 if lanes else int(bits) // 8
         return count * element, element
+    if re.fullmatch(r"!llvm\.ptr(<\d+>)?", text):
+        return 8, 8  # a raw pointer (`cute.Pointer` arguments, `cutlass.Array`)
     if text.startswith("!cute_nvgpu.atom."):
         return (DESCRIPTOR_BYTES, DESCRIPTOR_ALIGN) if "tma" in text else (0, 1)
     if any(marker in text for marker in _MMA_WITH_ACCUMULATE_FLAG):

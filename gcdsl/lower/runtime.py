@@ -2,7 +2,14 @@
 
 Keep this namespace small: every name here shows up in `desugared_source`.
 """
-import cutlass.cute as cute
+import types
+
+import cutlass.cute
+
+# The DSL's own decorator, taken when gcdsl is imported: the desugared text's
+# `@__gcdsl__.cute.kernel` reaches it even where a program has replaced
+# `cute.kernel` with `gcdsl.kernel` (the DSL recognises the decorator by its name).
+cute = types.SimpleNamespace(kernel=cutlass.cute.kernel)
 
 from .descriptors import bind, copy_tensormap, descriptor_array, in_bounds, param_desc_ptr, prefetch_descriptor
 from .grid_constant import GridConstantParam, param_space_ptr, table_view

@@ -6,6 +6,8 @@ the same PTX under both:
 
 - `ScaledCopy`: a kernel that is a method, `self.kernel(...)`, launched from the
   class's `@cute.jit __call__`, with a defaulted argument after Constexpr ones;
+  `KeywordCopy` calls it with keyword arguments (the DSL names kernels after the
+  positional ones, so they must stay keywords);
 - `Fills`: `@staticmethod` and `@classmethod` above the kernel decorator (the
   order `@cute.kernel` supports: below them it fails under the DSL itself);
 - `named_fill`: `set_name_prefix` called on the decorated kernel;
@@ -58,6 +60,16 @@ class ScaledCopy:
     def __call__(self, src: cute.Tensor, dst: cute.Tensor):
         tiles = cute.size(cute.zipped_divide(src, self.TILER), mode=[1])
         self.kernel(src, dst, self.TILER, self.TILER[0]).launch(grid=(tiles, 1, 1), block=(self.threads, 1, 1))
+
+
+class KeywordCopy(ScaledCopy):
+    """`ScaledCopy`'s kernel called the way some upstream kernels are: by keyword."""
+
+    @cute.jit
+    def __call__(self, src: cute.Tensor, dst: cute.Tensor):
+        tiles = cute.size(cute.zipped_divide(src, self.TILER), mode=[1])
+        self.kernel(src=src, dst=dst, tiler=self.TILER, rows=self.TILER[0], scale=3.0).launch(
+            grid=(tiles, 1, 1), block=(self.threads, 1, 1))
 
 
 # ---------------------------------------------------------------- static and class methods
