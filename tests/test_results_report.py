@@ -174,7 +174,8 @@ def test_packing_compares_with_the_baseline_commit(results):
     changed = copy.deepcopy(results)
     row = next(r for r in changed["W1"]["results"] if r["variant"] == "gcdsl" and r["n"] == 64)
     row["ns_per_load"]["median"] *= 1.5
-    assert re.search(r"Largest change: \+50\.\d%", descriptors.region_packing(changed))
+    largest = re.search(r"Largest change: \+(\d+\.\d)%", descriptors.region_packing(changed))
+    assert largest and 45 <= float(largest.group(1)) <= 55  # +50% on a ratio that was within a few %
 
 
 # ---------------------------------------------------------------------------------------
