@@ -101,3 +101,9 @@ def test_host_api_errors_name_the_callers_line(make):
     assert err.diag is Diag.BAD_GRID_CONSTANT
     assert err.location is not None and err.location.filename == __file__
     assert "lambda gcdsl: gcdsl." in open(__file__).read().splitlines()[err.location.line - 1]
+
+
+def test_an_explicit_tma_desc_ptr_of_none_means_none_for_a_runtime_pick():
+    """`cute.copy(loads[k], ..., tma_desc_ptr=None)`, as helpers written for either kind of
+    atom pass it, is the picked atom's own descriptor, not a duplicate keyword."""
+    cute.compile(safety.launch_with_explicit_none, *mismatch.fake_sources())

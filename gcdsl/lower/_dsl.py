@@ -108,6 +108,10 @@ class BoundCopyAtom(cute.CopyAtom):
 
 
 def _check_no_desc_ptr(kwargs: dict) -> None:
+    """Refuse a second descriptor pointer; drop an explicit `tma_desc_ptr=None` (no pointer)."""
+    if kwargs.get("tma_desc_ptr", None) is None:
+        kwargs.pop("tma_desc_ptr", None)
+        return
     if kwargs.get("tma_desc_ptr") is not None:
         raise GcdslError(
             Diag.DESC_PTR_CONFLICT,

@@ -71,3 +71,25 @@ def with_dsl_option(x: cute.Tensor):
 @cute.jit
 def launch_with_dsl_option(x: cute.Tensor):
     with_dsl_option(x).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+@gcdsl.kernel
+def load_with_explicit_none(loads: List[cute.CopyAtom], coords: cute.Tensor, pick: cute.Tensor):
+    """`tma_desc_ptr=None` passed with a runtime-picked atom, as generic helpers pass it."""
+    smem = cutlass.memory.SmemAllocator()
+    mbar = smem.allocate_array(cutlass.Int64, 1)
+    s_tile = smem.allocate_tensor(bc.DTYPE, bc._smem_layout(), 128)
+    atom = loads[pick[0]]
+    s_part, g_part = cpasync.tma_partition(atom, 0, cute.make_layout(1), cute.group_modes(s_tile, 0, 2),
+                                           cute.group_modes(coords[((None, None), 0)], 0, 2))
+    with cute.arch.elect_one():
+        cute.arch.mbarrier_init(mbar, 1)
+        cute.copy(atom, g_part, s_part, tma_bar_ptr=mbar, tma_desc_ptr=None)
+
+
+@cute.jit
+def launch_with_explicit_none(srcs: List[cute.Tensor], pick: cute.Tensor):
+    pairs = [cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), s, bc._smem_layout(), bc.TILE)
+             for s in srcs]
+    coords = cute.zipped_divide(pairs[0][1], bc.TILE)
+    load_with_explicit_none([a for a, _ in pairs], coords, pick).launch(grid=(1, 1, 1), block=(32, 1, 1))
