@@ -23,7 +23,6 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
-
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
