@@ -109,10 +109,7 @@ class BoundCopyAtom(cute.CopyAtom):
 
 def _check_no_desc_ptr(kwargs: dict) -> None:
     """Refuse a second descriptor pointer; drop an explicit `tma_desc_ptr=None` (no pointer)."""
-    if kwargs.get("tma_desc_ptr", None) is None:
-        kwargs.pop("tma_desc_ptr", None)
-        return
-    if kwargs.get("tma_desc_ptr") is not None:
+    if kwargs.pop("tma_desc_ptr", None) is not None:
         raise GcdslError(
             Diag.DESC_PTR_CONFLICT,
             "an atom picked by a runtime index already carries its descriptor pointer; "
@@ -208,8 +205,7 @@ _CUDA_ERROR_NOT_SUPPORTED = 801
 
 def int64_table(fields: list) -> Any:
     """On the host: `!llvm.array<len x i64>` holding `fields` (Python ints or DSL integers)."""
-    table_type = llvm.ArrayType.get(ir.IntegerType.get_signless(64), max(1, len(fields)))
-    table = llvm.mlir_undef(table_type)
+    table = llvm.mlir_undef(int64_table_type(len(fields)))
     for position, value in enumerate(fields):
         table = llvm.insertvalue(table, cutlass.Int64(value).ir_value(), [position])
     return table
