@@ -8,11 +8,16 @@ side, for N in NS:
 - ``list``: `List[cute.CopyAtom]` built inside the jit function from N tensors (today's
   `@gcdsl.kernel` usage): the DSL marshals N tensors and encodes N descriptors per call;
 - ``table``: `gcdsl.TensorMapTable.encode(srcs)` (cached, nothing changed) + the call, which
-  carries the N descriptors as ONE by-value parameter and builds one template atom;
+  carries the N descriptors as ONE by-value parameter and builds one template atom; the N
+  sources are N separate allocations, so the check reads each one's version and pointer;
+- ``table, views of one tensor``: the same with the N sources slices of one (N, 64, 32)
+  tensor, as a grouped GEMM's per-group weights or outputs are: the check reads one
+  version and one pointer;
 - ``table, encoded once``: the call alone, with the table encoded before the loop: what a
   caller pays who knows its tensors did not change (the launch itself, without the check);
 - ``table, 1 changed``: the same as ``table`` with one source swapped before every call (one re-encode);
-- ``encode only``: `TensorMapTable.encode` alone, unchanged, and fully re-encoded (per descriptor);
+- ``encode only``: `TensorMapTable.encode` alone, unchanged (separate tensors, views of one
+  tensor), and fully re-encoded (per descriptor);
 - ``graph replay``: the ``table`` (and ``plain``) call captured once with
   `gcdsl.launch.capture_graph`, replayed.
 
@@ -24,11 +29,13 @@ SKIPPED where `apache-tvm-ffi` is not installed.
 
 Per row and N: `enqueue` = wall time of `calls` back-to-back calls / calls (the GPU is not
 waited for); `end-to-end` adds the final synchronize. Median [min-max] over `reps`
-repetitions. Every variant is first checked bit-exactly (output poisoned with NaN) and,
+rounds; every round times every point once, in the same order, so a slow stretch of the
+host falls on all points alike instead of on one N. Every variant is first checked bit-exactly (output poisoned with NaN) and,
 for the changed rows, checked again after timing with the last swapped-in tensor.
 
-Targets (computed, per calling convention, for ``table`` and ``table, encoded once``): at
-N = 64 at most 1.5x the same row at N = 1; at N = 1 at most 1.5x ``plain``.
+Targets (computed, per calling convention, for ``table``, ``table, views of one tensor``
+and ``table, encoded once``): at N = 64 at most 1.5x the same row at N = 1; at N = 1 at
+most 1.5x ``plain``.
 """
 from __future__ import annotations
 
@@ -44,35 +51,61 @@ ROWS = (  # (row name, conventions it is measured with)
     ("plain", CONVENTIONS),
     ("list", CONVENTIONS),
     ("table", CONVENTIONS),
+    ("table, views of one tensor", CONVENTIONS),
     ("table, encoded once", CONVENTIONS),
     ("table, 1 changed", CONVENTIONS),
     ("encode only, unchanged", ("-",)),
+    ("encode only, unchanged, views of one tensor", ("-",)),
     ("encode only, all changed, per descriptor", ("-",)),
     ("graph replay: plain", ("dsl",)),
     ("graph replay: table", ("dsl",)),
 )
+TARGET_ROWS = ("table", "table, views of one tensor", "table, encoded once")  # judged below
 FLAT_LIMIT = 1.5  # table at N=64 / table at N=1
 REFERENCE_LIMIT = 1.5  # table at N=1 / plain
 
 
-def host_rate(call: Callable[[], Any], calls: int, reps: int, per: int = 1) -> Dict[str, Dict[str, Any]]:
-    """Host microseconds per call (divided by `per` more, for per-descriptor rows)."""
-    import torch
+class Point:
+    """One (row, convention, N): its zero-argument call and its samples, one per round."""
 
-    for _ in range(3):
-        call()
-    torch.cuda.synchronize()
-    enqueue, e2e = [], []
-    for _ in range(reps):
+    def __init__(self, entry: Dict[str, Any], call: Callable[[], Any], calls: int, per: int = 1,
+                 after: Optional[Callable[[], Optional[str]]] = None) -> None:
+        self.entry, self.call, self.calls, self.per, self.after = entry, call, calls, per, after
+        self.enqueue: List[float] = []
+        self.e2e: List[float] = []
+
+    def time_round(self) -> None:
+        """`calls` back-to-back calls: host microseconds per call (and per `per`)."""
+        import torch
+
+        call, scale = self.call, 1e6 / self.calls / self.per
         t0 = time.perf_counter()
-        for _ in range(calls):
+        for _ in range(self.calls):
             call()
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         t2 = time.perf_counter()
-        enqueue.append((t1 - t0) / calls / per * 1e6)
-        e2e.append((t2 - t0) / calls / per * 1e6)
-    return {"enqueue_us": summarize(enqueue), "end_to_end_us": summarize(e2e)}
+        self.enqueue.append((t1 - t0) * scale)
+        self.e2e.append((t2 - t0) * scale)
+
+
+def interleaved_rounds(points: List[Point], reps: int) -> None:
+    """Warm every point up, then `reps` rounds, each timing every point once, in order."""
+    import torch
+
+    for point in points:
+        for _ in range(3):
+            point.call()
+    torch.cuda.synchronize()
+    for _ in range(reps):
+        for point in points:
+            point.time_round()
+    for point in points:
+        problem = point.after() if point.after else None
+        if problem:
+            point.entry.update(status=FAILED, detail=problem)
+        else:
+            point.entry.update(status=OK, enqueue_us=summarize(point.enqueue), end_to_end_us=summarize(point.e2e))
 
 
 class Problem:
@@ -86,6 +119,7 @@ class Problem:
         g = torch.Generator(device="cuda").manual_seed(n)
         self.n = n
         self.srcs = [torch.randn(L.TILE, device="cuda", generator=g) for _ in range(n)]
+        self.views = list(torch.randn((n, *L.TILE), device="cuda", generator=g).unbind(0))
         self.spares = [torch.randn(L.TILE, device="cuda", generator=g) for _ in range(2)]  # swapped in, one per call
         self.out = torch.empty(L.TILE, device="cuda")
         self.k = n - 1  # the last source: the one the changed rows swap
@@ -96,7 +130,7 @@ class Problem:
         self.out.fill_(float("nan"))
         call()
         torch.cuda.synchronize()
-        want = self.srcs[self.k] if want is None else want
+        want = self.srcs[self.k] if want is None else want() if callable(want) else want
         # bit-exact, NaN where NaN is expected (the poison left by `plain`)
         return torch.equal(self.out.isnan(), want.isnan()) and torch.equal(self.out.nan_to_num(0.0), want.nan_to_num(0.0))
 
@@ -157,10 +191,17 @@ class Calls:
         c, srcs, out, k, tail = self.compiled["list"], self.srcs, self.out, self.k, self.tail
         return lambda: c(srcs, out, k, *tail)
 
-    def table(self):
-        c, maps, srcs, first, out, k, tail = (self.compiled["table"], self.maps, self.p.srcs, self.first,
-                                              self.out, self.k, self.tail)
+    def table(self, srcs=None, maps=None):
+        c, first, out, k, tail = self.compiled["table"], self.first, self.out, self.k, self.tail
+        maps = self.maps if maps is None else maps
+        srcs = self.p.srcs if srcs is None else srcs
         return lambda: c(maps.encode(srcs), first, out, k, *tail)
+
+    def table_views(self):
+        import gcdsl
+        from . import launch_kernels as L
+
+        return self.table(self.p.views, gcdsl.TensorMapTable(box=L.TILE))
 
     def table_once(self):
         c, descs, first, out, k, tail = (self.compiled["table"], self.maps.encode(self.p.srcs), self.first,
@@ -168,8 +209,14 @@ class Calls:
         return lambda: c(descs, first, out, k, *tail)
 
     def table_changed(self):
-        """Each call puts the next spare in the last slot: one descriptor re-encoded per call."""
-        call, srcs, spares, last, turn = self.table(), self.p.srcs, self.p.spares, self.p.n - 1, [0]
+        """Each call puts the next spare in the last slot: one descriptor re-encoded per call.
+
+        Its own table and list: the other rows' tables stay unchanged between rounds."""
+        import gcdsl
+        from . import launch_kernels as L
+
+        srcs = self.changed_srcs = list(self.p.srcs)
+        call, spares, last, turn = self.table(srcs, gcdsl.TensorMapTable(box=L.TILE)), self.p.spares, self.p.n - 1, [0]
 
         def changed():
             turn[0] ^= 1
@@ -189,22 +236,37 @@ def run(args, machine: Dict[str, Any]) -> Report:
     report = Report("W3", "W3 host launch cost: microseconds per call from Python, against N descriptors")
     tvm_missing = _tvm_ffi_missing()
     report.config = {"ns": NS, "calls_per_rep": calls, "reps": reps, "clock": "time.perf_counter (host)",
+                     "order": "interleaved: each round times every point once",
                      "kernel": "1 CTA x 64 threads, one 64x32 fp32 TMA load from source k, plain stores",
                      "tvm_ffi": tvm_missing or _version("apache-tvm-ffi"),
                      "targets": {"table N=64 / table N=1": FLAT_LIMIT, "table N=1 / plain": REFERENCE_LIMIT}}
-    print_header(f"W3 launch cost: 1-CTA TMA load, {calls} calls x {reps} reps per point")
+    print_header(f"W3 launch cost: 1-CTA TMA load, {calls} calls x {reps} interleaved rounds per point")
     results: Dict[tuple, Dict[str, Any]] = {}
+    points: List[Point] = []
 
-    def record(row: str, convention: str, n: int, measure: Callable[[], Dict[str, Any]]) -> None:
+    def add(row: str, convention: str, n: int, prepare: Callable[[Dict[str, Any]], Any]) -> None:
+        """`prepare(entry)` checks the row's output and gives its Point, or a result (not timed)."""
         entry = report.add(variant=row, convention=convention, n=n)
         results[(row, convention, n)] = entry
         try:
-            entry.update(measure())
+            got = prepare(entry)
         except Exception as exc:  # noqa: BLE001 - reported as the result, never hidden
-            entry.update(status=ERROR, detail=_short(exc))
+            got = {"status": ERROR, "detail": _short(exc)}
             traceback.print_exc()
             torch.cuda.synchronize()
-        print(f"  N={n:<4} {convention:<12} {row:<42} {_cell(entry)}", flush=True)
+        if isinstance(got, Point):
+            points.append(got)
+        else:
+            entry.update(got)
+            print(f"  N={n:<4} {convention:<12} {row:<46} {_cell(entry)}", flush=True)
+
+    def checked(p: Problem, call: Callable[[], Any], want: Any = None, per: int = 1, n_calls: int = calls,
+                after: Optional[Callable[[], Optional[str]]] = None):
+        def prepare(entry):
+            if not p.check(call, want):
+                return {"status": FAILED, "detail": "output differs from the source before timing"}
+            return Point(entry, call, n_calls, per, after)
+        return prepare
 
     for n in NS:
         p = Problem(n)
@@ -212,7 +274,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
             if convention != "dsl" and tvm_missing:
                 for row, convs in ROWS:
                     if convention in convs:
-                        record(row, convention, n, lambda: {"status": SKIPPED, "detail": tvm_missing})
+                        add(row, convention, n, lambda entry: {"status": SKIPPED, "detail": tvm_missing})
                 continue
             compiled: Dict[str, Any] = {}
             t0 = time.perf_counter()
@@ -223,52 +285,53 @@ def run(args, machine: Dict[str, Any]) -> Report:
                 traceback.print_exc()
                 for row, convs in ROWS:
                     if convention in convs:
-                        record(row, convention, n, lambda e=exc: {"status": ERROR, "detail": _short(e)})
+                        add(row, convention, n, lambda entry, e=exc: {"status": ERROR, "detail": _short(e)})
                 continue
-            compile_s = time.perf_counter() - t0
+            report.config.setdefault("compile_s_plain_list_table", {})[f"{convention} N={n}"] = round(
+                time.perf_counter() - t0, 2)
             c = Calls(p, convention, compiled)
-            for row, call, want in (("plain", c.plain(), "plain"), ("list", c.list(), None),
-                                    ("table", c.table(), None), ("table, encoded once", c.table_once(), None),
-                                    ("table, 1 changed", c.table_changed(), None)):
-                def measure(call=call, want=want, row=row):
-                    expected = _plain_expected(p) if want == "plain" else None
-                    if not p.check(call, expected):
-                        return {"status": FAILED, "detail": "output differs from the source before timing"}
-                    out = {"status": OK, **host_rate(call, calls, reps)}
-                    if row == "table, 1 changed" and not p.check(call):
-                        return {"status": FAILED, "detail": "after timing: the last swapped-in source was not read"}
-                    return out
-
-                record(row, convention, n, measure)
+            changed = c.table_changed()
+            add("plain", convention, n, checked(p, c.plain(), _plain_expected(p)))
+            add("list", convention, n, checked(p, c.list()))
+            add("table", convention, n, checked(p, c.table()))
+            add("table, views of one tensor", convention, n, checked(p, c.table_views(), p.views[p.k]))
+            add("table, encoded once", convention, n, checked(p, c.table_once()))
+            last_swapped_in = lambda c=c: c.changed_srcs[-1]  # noqa: E731 - read after the call
+            add("table, 1 changed", convention, n, checked(
+                p, changed, last_swapped_in,
+                after=lambda p=p, changed=changed, want=last_swapped_in: None if p.check(changed, want)
+                else "after timing: the last swapped-in source was not read"))
             if convention == "dsl":
-                _encode_rows(record, p, n, calls, reps)
-                for row, launch in (("graph replay: plain", lambda s: compiled["plain"](c.out, s)),
-                                    ("graph replay: table",
-                                     lambda s: compiled["table"](c.maps.encode(p.srcs), c.first, c.out, c.k, s))):
-                    def measure(launch=launch, row=row):
+                _encode_rows(add, checked, p, n, calls)
+                for row, launch, want in (
+                        ("graph replay: plain", lambda s, c=c: c.compiled["plain"](c.out, s), _plain_expected(p)),
+                        ("graph replay: table",
+                         lambda s, c=c, p=p: c.compiled["table"](c.maps.encode(p.srcs), c.first, c.out, c.k, s), None)):
+                    def prepare(entry, launch=launch, want=want, p=p):
                         graph = gcdsl.launch.capture_graph(launch)
-                        want = _plain_expected(p) if row.endswith("plain") else None
-                        if not p.check(graph.replay, want):
-                            return {"status": FAILED, "detail": "graph replay: output differs"}
-                        return {"status": OK, **host_rate(graph.replay, calls, reps)}
+                        return checked(p, graph.replay, want)(entry)
 
-                    record(row, "dsl", n, measure)
-            report.config.setdefault("compile_s_plain_list_table", {})[f"{convention} N={n}"] = round(compile_s, 2)
+                    add(row, "dsl", n, prepare)
+    print(f"\ntiming {len(points)} points: {reps} rounds, each point {calls} calls per round", flush=True)
+    interleaved_rounds(points, reps)
+    for (row, convention, n), entry in results.items():
+        print(f"  N={n:<4} {convention:<12} {row:<46} {_cell(entry)}")
     _print_tables(results)
     _verdicts(report, results)
     return report
 
 
-def _encode_rows(record, p: Problem, n: int, calls: int, reps: int) -> None:
+def _encode_rows(add, checked, p: Problem, n: int, calls: int) -> None:
     import torch
 
     import gcdsl
 
     from . import launch_kernels as L
 
-    maps = gcdsl.TensorMapTable(box=L.TILE)
-    maps.encode(p.srcs)
-    record("encode only, unchanged", "-", n, lambda: {"status": OK, **host_rate(lambda: maps.encode(p.srcs), calls, reps)})
+    for row, srcs in (("encode only, unchanged", p.srcs), ("encode only, unchanged, views of one tensor", p.views)):
+        maps = gcdsl.TensorMapTable(box=L.TILE)
+        maps.encode(srcs)
+        add(row, "-", n, lambda entry, maps=maps, srcs=srcs: Point(entry, lambda: maps.encode(srcs), calls))
     fresh = gcdsl.TensorMapTable(box=L.TILE)
     lists, turn = (list(p.srcs), [torch.empty_like(s) for s in p.srcs]), [0]  # every pointer differs
 
@@ -276,14 +339,15 @@ def _encode_rows(record, p: Problem, n: int, calls: int, reps: int) -> None:
         turn[0] ^= 1
         fresh.encode(lists[turn[0]])
 
-    def measure():
-        before = fresh.encodes
-        out = {"status": OK, **host_rate(all_changed, max(10, calls // 10), reps, per=n)}
-        if fresh.encodes - before < n:
-            return {"status": FAILED, "detail": "the all-changed row did not encode every descriptor"}
-        return out
+    rounds_calls = max(10, calls // 10)
 
-    record("encode only, all changed, per descriptor", "-", n, measure)
+    def prepare(entry):
+        before = fresh.encodes
+        return Point(entry, all_changed, rounds_calls, per=n,
+                     after=lambda: None if fresh.encodes - before >= n * rounds_calls
+                     else "the all-changed row did not encode every descriptor")
+
+    add("encode only, all changed, per descriptor", "-", n, prepare)
 
 
 def _plain_expected(p: Problem):
@@ -303,7 +367,7 @@ def _median(results, row: str, convention: str, n: int, what: str = "enqueue_us"
 def _verdicts(report: Report, results) -> None:
     print("\nTargets (medians of host enqueue time):")
     verdicts = []
-    for convention, row in [(c, r) for c in CONVENTIONS for r in ("table", "table, encoded once")]:
+    for convention, row in [(c, r) for c in CONVENTIONS for r in TARGET_ROWS]:
         t1, t64 = _median(results, row, convention, 1), _median(results, row, convention, 64)
         plain = _median(results, "plain", convention, 1)
         for name, num, den, limit in ((f"{row}: N=64 <= 1.5x N=1", t64, t1, FLAT_LIMIT),

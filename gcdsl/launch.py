@@ -7,13 +7,15 @@ Host cost of one call of a compiled `@cute.jit` function, by what it carries:
   tensor of the list is marshalled: the cost grows with N.
 - A `gcdsl.TensorMapTable` encoded outside the jit function travels as ONE
   by-value argument (`GridConstantTensor`), whatever N is. `encode(tensors)`
-  re-encodes only entries whose tensor changed; for unchanged tensors it
-  compares identities, data pointers and version counters (C-level `map`, no
-  Python frame per tensor). The jit function still builds one template atom.
+  re-encodes only entries whose tensor changed; for unchanged tensors it tests
+  each entry's identity and reads the version counter and data pointer of each
+  distinct root (one for views of one tensor). The jit function still builds
+  one template atom.
 - TVM-FFI (`cute.compile(fn, *args, options="--enable-tvm-ffi")`, package
   `apache-tvm-ffi`): arguments are converted in C; torch tensors may be passed
-  directly, a `GridConstantTensor` goes as an opaque pointer to its bytes. See
-  `compile_tvm_ffi`.
+  directly, a `GridConstantTensor` goes as an opaque pointer to its bytes and a
+  `cute.Pointer` as an integer address. See `compile_tvm_ffi`; the tutorials
+  and `gcdsl.ops` call their kernels this way.
 - A CUDA graph (`capture_graph`) replays the launch with every parameter frozen
   at capture time, descriptor tables included: re-capture after `encode`
   changes an entry.
@@ -82,6 +84,6 @@ def compile_tvm_ffi(fn: Callable, *args: Any, **kwargs: Any) -> Any:
     try:
         import tvm_ffi  # noqa: F401
     except ImportError as exc:
-        raise ImportError("TVM-FFI calls need the apache-tvm-ffi package: pip install 'gcdsl[tvm-ffi]'") from exc
+        raise ImportError("TVM-FFI calls need the apache-tvm-ffi package: pip install 'apache-tvm-ffi>=0.1.15,<0.2' (a dependency of gcdsl)") from exc
     options = kwargs.pop("options", "")
     return cute.compile(fn, *args, options=f"{options} --enable-tvm-ffi".strip(), **kwargs)

@@ -112,6 +112,71 @@ def test_a_tensor_changed_in_place_is_re_encoded(encoded, mutation):
     assert maps.encodes == 3 + ((ts[1].data_ptr(), tuple(ts[1].shape), ts[1].stride()) != before)
 
 
+def blocks(n, rows=8, cols=16):
+    """Per-group slices of one tensor, as a grouped GEMM's weights or outputs are."""
+    base = torch.zeros(n * rows, cols)
+    return base, [base[i * rows:(i + 1) * rows] for i in range(n)]
+
+
+BASE_MUTATIONS = {
+    "storage resize_": lambda b: b.untyped_storage().resize_(b.untyped_storage().nbytes() * 4),
+    "set_ to new storage": lambda b: b.set_(torch.zeros(b.shape)),
+    "resize_ larger": lambda b: b.resize_(b.shape[0] * 4, b.shape[1]),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_a_view_changed_in_place_is_re_encoded(encoded, mutation):
+    maps = tensor_maps.TensorMapTable(BOX)
+    _, ts = blocks(3)
+    table = maps.encode(ts)
+    before = ts[1].data_ptr(), tuple(ts[1].shape), ts[1].stride()
+    MUTATIONS[mutation](ts[1])
+    if mutation.startswith(".data"):
+        maps.invalidate()  # the one change without a version bump: documented
+    assert maps.encode(ts) is table
+    assert_current(table, ts)
+
+
+@pytest.mark.parametrize("mutation", sorted(BASE_MUTATIONS))
+def test_views_follow_their_base(encoded, mutation):
+    maps = tensor_maps.TensorMapTable(BOX)
+    base, ts = blocks(4)
+    table = maps.encode(ts)
+    BASE_MUTATIONS[mutation](base)
+    assert maps.encode(ts) is table
+    assert_current(table, ts)
+
+
+def test_a_table_of_views_of_one_tensor_checks_one_counter_and_one_pointer(encoded, monkeypatch):
+    """The check for unchanged inputs does not grow with the number of views."""
+    reads = []
+    monkeypatch.setattr(tensor_maps, "_version", lambda t: reads.append("version") or t._version)
+    maps = tensor_maps.TensorMapTable(BOX)
+    maps._data_ptr = lambda t: reads.append("pointer") or t.data_ptr()
+    base, ts = blocks(64)
+    maps.encode(ts)
+    reads.clear()
+    for _ in range(3):
+        maps.encode(ts)
+    assert reads == ["version", "pointer"] * 3 and maps.encodes == 64
+    separate = tensors(5)
+    maps.encode(ts[:3] + separate)  # three views and five tensors of their own: six roots
+    reads.clear()
+    maps.encode(ts[:3] + separate)
+    assert sorted(reads) == ["pointer"] * 6 + ["version"] * 6
+
+
+def test_a_view_whose_base_was_given_other_storage_is_its_own_root(encoded):
+    maps = tensor_maps.TensorMapTable(BOX)
+    base, ts = blocks(2)
+    base.data = torch.zeros(base.shape)  # the views keep the old storage
+    table = maps.encode(ts)
+    ts[0].untyped_storage().resize_(4096)  # moves the views, not the base
+    assert maps.encode(ts) is table
+    assert_current(table, ts)
+
+
 def test_in_place_writes_bump_the_version_but_encode_nothing(encoded):
     maps = tensor_maps.TensorMapTable(BOX)
     ts = tensors(3)
@@ -194,7 +259,7 @@ def test_random_mutation_sequences_never_leave_a_stale_entry(ops):
     tensor_map_encoder.encode_into = fake_encode_into
     try:
         maps = tensor_maps.TensorMapTable(BOX)
-        ts = tensors(6)
+        ts = tensors(3) + blocks(3)[1]  # separate tensors and views of one tensor
         table = maps.encode(ts)
         for op, i in ops:
             if op == "swap":

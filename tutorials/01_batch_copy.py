@@ -87,10 +87,25 @@ def batch_copy(srcs: List[cute.Tensor], dsts: List[cute.Tensor], tasks: cute.Ten
     )
 
 
+def compile_batch_copy(n_tensors: int, shape):
+    """`batch_copy` for `n_tensors` fp32 tensors of `shape`, compiled for TVM-FFI.
+
+    Compiled from fake tensors (no GPU needed) and called with torch tensors as
+    they are: TVM-FFI converts the arguments in C, where the DSL's own call
+    marshals each one in Python (`gcdsl.launch`).
+    """
+    import gcdsl.launch
+
+    fake = cute.runtime.make_fake_compact_tensor
+    srcs = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(n_tensors)]
+    dsts = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(n_tensors)]
+    tasks = fake(cutlass.Int32, (cute.sym_int(),), assumed_align=4)
+    return gcdsl.launch.compile_tvm_ffi(batch_copy, srcs, dsts, tasks)
+
+
 def run_on_gpu(n_tensors: int, args):
     """Copy `n_tensors` tensors, verify, time: (bit-exact, GB/s, median us)."""
     import torch
-    from cutlass.cute.runtime import from_dlpack
 
     shape = (args.rows, args.cols)
     tiles = (shape[0] // TILE[0]) * (shape[1] // TILE[1])
@@ -100,16 +115,14 @@ def run_on_gpu(n_tensors: int, args):
     # the tensors in a random order so that the index really is a runtime value.
     perm = torch.randperm(n_tensors, dtype=torch.int32)
     tasks = perm.repeat_interleave(tiles).cuda()
-    wrap = lambda ts: [from_dlpack(t, assumed_align=16) for t in ts]  # noqa: E731
-    call_args = (wrap(srcs), wrap(dsts), from_dlpack(tasks, assumed_align=4))
-    compiled = cute.compile(batch_copy, *call_args)
-    compiled(*call_args)
+    compiled = compile_batch_copy(n_tensors, shape)
+    compiled(srcs, dsts, tasks)
     torch.cuda.synchronize()
     bad = [i for i in range(n_tensors) if not torch.equal(srcs[i], dsts[i])]
     print(f"verify: {n_tensors} tensors of {shape[0]}x{shape[1]} fp32, "
           f"{'bit-exact' if not bad else f'MISMATCH in tensors {bad}'}")
 
-    median, _, _ = time_launches(lambda: compiled(*call_args), args.reps)
+    median, _, _ = time_launches(lambda: compiled(srcs, dsts, tasks), args.reps)
     moved = 2 * sum(t.numel() * t.element_size() for t in srcs)
     gbps = moved / median / 1e3
     print(f"bandwidth: {gbps:.0f} GB/s (read + write, median of {args.reps}, "
@@ -130,12 +143,7 @@ def sweep_on_gpu(args) -> bool:
 
 
 def compile_only(args) -> bool:
-    fake = cute.runtime.make_fake_compact_tensor
-    shape = (args.rows, args.cols)
-    srcs = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(args.tensors)]
-    dsts = [fake(DTYPE, shape, stride_order=(1, 0), assumed_align=16) for _ in range(args.tensors)]
-    tasks = fake(cutlass.Int32, (args.tensors * 64,), assumed_align=4)
-    cute.compile(batch_copy, srcs, dsts, tasks)
+    compile_batch_copy(args.tensors, (args.rows, args.cols))
     show_compile(batch_copy_kernel)
     print(f"  ({args.tensors} loads + {args.tensors} stores = {2 * args.tensors} descriptors packed in two "
           f"parameters, beside the two template atoms: {2 * (args.tensors + 1) * 128} bytes of grid-constant "

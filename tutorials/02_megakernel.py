@@ -17,7 +17,11 @@ Why tables and not `List[cute.CopyAtom]` built in the jit function: the jit
 function takes 4 tables and one "canvas" tensor whatever N is, so the DSL
 marshals and encodes nothing per tensor on a call. `TensorMapTable.encode`
 re-encodes only the descriptors whose tensors changed since the last call
-(here: none, after the first); checking costs three C-level reads per tensor.
+(here: none, after the first); checking costs an identity test per entry and a
+version and a pointer read per separately allocated tensor (slices of one tensor
+share theirs). The call goes through TVM-FFI (`gcdsl.launch.compile_tvm_ffi`):
+torch tensors are passed as they are and the launch goes to torch's current
+stream.
 
 On a GPU this runs, verifies bit-exactly against torch and prints timings.
 Without one it compiles for sm_90a and prints the desugared kernel and the PTX
@@ -146,13 +150,25 @@ def canvas_shape(shapes):
     return max(r for r, _ in shapes), max(c for _, c in shapes)
 
 
+def compile_megakernel(shapes, task_table, scale_table, loads, stores, ctas: int):
+    """`run` compiled for TVM-FFI: called with torch tensors, on torch's current stream.
+
+    A fake canvas stands for the real one (only its dtype, rank and alignment matter
+    to the compiled code), so the same compile serves a GPU-less machine.
+    """
+    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+
+    import gcdsl.launch
+
+    canvas = make_fake_compact_tensor(DTYPE, canvas_shape(shapes), stride_order=(1, 0), assumed_align=16)
+    return gcdsl.launch.compile_tvm_ffi(run, task_table, scale_table, loads, stores, canvas, ctas,
+                                        make_fake_stream(use_tvm_ffi_env_stream=True))
+
+
 def run_on_gpu(args) -> bool:
     import time
 
     import torch
-    from cutlass.cute.runtime import from_dlpack
-
-    import gcdsl.launch
 
     shapes, tasks, scales = make_problem(args.tensors, args.seed)
     srcs = [torch.randn(s, device="cuda") for s in shapes]
@@ -160,15 +176,14 @@ def run_on_gpu(args) -> bool:
     ctas = torch.cuda.get_device_properties(0).multi_processor_count
     load_maps, store_maps = gcdsl.TensorMapTable(box=TILE), gcdsl.TensorMapTable(box=TILE)
     task_table, scale_table = gcdsl.grid_constant(tasks), gcdsl.grid_constant(scales)
-    canvas = from_dlpack(torch.empty(canvas_shape(shapes), device="cuda"), assumed_align=16)
+    canvas = torch.empty(canvas_shape(shapes), device="cuda")
 
-    def launch(stream):
-        compiled(task_table, scale_table, load_maps.encode(srcs), store_maps.encode(dsts), canvas, stream)
+    def launch():  # the tables are checked on every call; unchanged descriptors are not re-encoded
+        compiled(task_table, scale_table, load_maps.encode(srcs), store_maps.encode(dsts), canvas)
 
-    stream = gcdsl.launch.current_stream()
-    compiled = cute.compile(run, task_table, scale_table, load_maps.encode(srcs), store_maps.encode(dsts),
-                            canvas, ctas, stream)
-    launch(stream)
+    compiled = compile_megakernel(shapes, task_table, scale_table, load_maps.encode(srcs),
+                                  store_maps.encode(dsts), ctas)
+    launch()
     torch.cuda.synchronize()
 
     kinds = {k: set() for k in range(len(shapes))}
@@ -190,12 +205,12 @@ def run_on_gpu(args) -> bool:
     print(f"parameter space: {tasks.nbytes} B task table + {scales.nbytes} B scales + "
           f"{2 * len(shapes) * 128} B descriptors (two tables) + 2 x 128 B template descriptors")
 
-    median, low, high = time_launches(lambda: launch(stream), args.reps)
+    median, low, high = time_launches(launch, args.reps)
     print(f"time: median {median:.1f} us (min {low:.1f}, max {high:.1f}, {args.reps} launches)")
     calls = 200
     t0 = time.perf_counter()
     for _ in range(calls):
-        launch(stream)
+        launch()
     host_us = (time.perf_counter() - t0) / calls * 1e6
     torch.cuda.synchronize()
     print(f"host: {host_us:.1f} us per call ({calls} calls, both descriptor tables checked and cached; "
@@ -205,12 +220,9 @@ def run_on_gpu(args) -> bool:
 
 def compile_only(args) -> bool:
     shapes, tasks, scales = make_problem(args.tensors, args.seed)
-    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
-
     maps = gcdsl.TensorMapTable(box=TILE)  # placeholders: no GPU tensors to encode here
-    canvas = make_fake_compact_tensor(DTYPE, canvas_shape(shapes), stride_order=(1, 0), assumed_align=16)
-    cute.compile(run, gcdsl.grid_constant(tasks), gcdsl.grid_constant(scales), maps.placeholder(len(shapes), DTYPE),
-                 maps.placeholder(len(shapes), DTYPE), canvas, 132, make_fake_stream())
+    compile_megakernel(shapes, gcdsl.grid_constant(tasks), gcdsl.grid_constant(scales),
+                       maps.placeholder(len(shapes), DTYPE), maps.placeholder(len(shapes), DTYPE), 132)
     show_compile(megakernel)
     print(f"  task table {tasks.shape[0]} x {TASK_FIELDS} Int32 = {tasks.nbytes} B, "
           f"{len(scales)} scales and 2 x {len(shapes)} x 128 B descriptor tables in parameter space")

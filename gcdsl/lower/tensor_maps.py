@@ -52,18 +52,25 @@ class TensorMapTable:
 
     `encode(tensors)` returns the same `GridConstantTensor` every time (updated in
     place), so a compiled kernel is reused. It re-encodes an entry only when its
-    tensor's pointer, shape, strides or dtype changed. The check for unchanged
-    inputs reads no shape or stride: entry i is unchanged when `tensors[i]` is the
-    tensor object encoded last time, its data pointer is the same, and its
-    version counter has not moved (torch bumps it on `set_`, `resize_`,
-    `as_strided_`, `t_` and every other in-place operation). Any difference sends
-    that entry to the exact check. The table holds the tensors it describes, so
-    their memory (and their `id`) outlives the descriptors that point there.
+    tensor's pointer, shape, strides or dtype changed.
 
-    One change torch makes without a version bump: `tensor.data = other` where
-    `other` has the same data pointer but another shape or strides. Call
-    `invalidate()` after such an assignment. Inference-mode tensors have no
-    version counter; a table holding one checks every entry exactly.
+    The check for unchanged inputs reads no shape or stride. The entries are the
+    tensor objects encoded last time (one identity test each), and the version
+    counter and data pointer of each *root* have not moved. A root is a tensor
+    the entries are views of (`tensor._base`, sharing its storage), or an entry
+    that is no view. A view shares its base's version counter, which torch bumps
+    on `set_`, `resize_`, `as_strided_`, `t_` and every other in-place operation
+    on the base or any of its views; and a view moves with its base's storage.
+    So a table of per-group slices of one tensor checks one counter and one
+    pointer whatever its length, and a table of separate tensors checks each.
+    Any difference sends the table to the exact check, entry by entry. The table
+    holds the tensors it describes, so their memory (and their `id`) outlives
+    the descriptors that point there.
+
+    One change torch makes without a version bump: `tensor.data = other`. Call
+    `invalidate()` after assigning `.data` of an entry or of the tensor entries
+    are views of. Inference-mode tensors have no version counter; a table
+    holding one checks every entry exactly.
     """
 
     SWIZZLES = SWIZZLES
@@ -77,8 +84,9 @@ class TensorMapTable:
         self.swizzle = swizzle
         self._table: Optional[GridConstantTensor] = None
         self._held: Tuple[Any, ...] = ()  # the tensors encoded, entry by entry
-        self._versions: Tuple[int, ...] = ()
-        self._pointers: Tuple[int, ...] = ()
+        self._roots: Tuple[Any, ...] = ()  # whose counters and pointers cover every entry
+        self._versions: Tuple[int, ...] = ()  # of the roots
+        self._pointers: Tuple[int, ...] = ()  # of the roots
         self._keys: List[Optional[tuple]] = []  # exact (pointer, shape, strides, dtype) per entry
         self._data_ptr = _data_ptr_reader()
         self.encodes = 0  # descriptors encoded so far: what the cache saves shows here
@@ -96,9 +104,10 @@ class TensorMapTable:
         held = self._held
         if len(tensors) == len(held) and held:
             try:
+                roots = self._roots
                 if (all(map(operator.is_, tensors, held))
-                        and tuple(map(_version, tensors)) == self._versions
-                        and tuple(map(self._data_ptr, tensors)) == self._pointers):
+                        and tuple(map(_version, roots)) == self._versions
+                        and tuple(map(self._data_ptr, roots)) == self._pointers):
                     return self._table
             except RuntimeError:  # an inference tensor: no version counter
                 pass
@@ -130,12 +139,13 @@ class TensorMapTable:
             encoder.encode_into(base + i * DESCRIPTOR_BYTES, t, self.box, self.swizzle)
             keys[i] = key
             self.encodes += 1
-        self._held = tuple(tensors)
-        self._pointers = tuple(map(self._data_ptr, self._held))
+        self._roots = _roots(tensors)
+        self._pointers = tuple(map(self._data_ptr, self._roots))
         try:
-            self._versions = tuple(map(_version, self._held))
+            self._versions = tuple(map(_version, self._roots))
         except RuntimeError:  # inference tensors: no fast path for this table
-            self._held = ()
+            return self._table
+        self._held = tuple(tensors)
         return self._table
 
 
@@ -194,6 +204,25 @@ _MLIR_ELEMENT = dict(_ELEMENTS.values())
 
 # Read through C-level `map` in the fast path: no Python frame per tensor.
 _version = operator.attrgetter("_version")
+
+
+def _roots(tensors: Sequence[Any]) -> Tuple[Any, ...]:
+    """The distinct tensors whose version counters and data pointers cover `tensors`.
+
+    A view's root is its base when both use the same storage (then they share one
+    version counter, and the storage's address moves both); anything else is its
+    own root.
+    """
+    roots = {}
+    for t in tensors:
+        base = t._base
+        root = base if base is not None and _storage_address(base) == _storage_address(t) else t
+        roots.setdefault(id(root), root)
+    return tuple(roots.values())
+
+
+def _storage_address(t: Any) -> int:
+    return t.untyped_storage().data_ptr()
 
 
 def _data_ptr_reader():

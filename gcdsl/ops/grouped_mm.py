@@ -249,6 +249,7 @@ class _Kernel:
         import cutlass.cute as cute
 
         import gcdsl
+        import gcdsl.launch
 
         self.cluster_m = cluster_m
         self.gemm = hgg.HopperGroupedGemm(plan.ab, plan.c, plan.groups, plan.n, plan.k, plan.tile_n, cluster_m)
@@ -256,7 +257,10 @@ class _Kernel:
         self.max_clusters = _max_active_clusters(plan.device.index or 0, cluster_m)
         self.last_ends: Optional[Tuple] = None
         self.total = 0  # cluster tiles
-        self.compiled = cute.compile(
+        # Through TVM-FFI: called with plain ints (addresses, extents, the stream
+        # handle) and the two tables, converted in C rather than by the DSL's Python
+        # marshalling (a third of the host cost of a call, benchmarks/RESULTS.md, W5).
+        self.compiled = gcdsl.launch.compile_tvm_ffi(
             self.gemm, plan.ptr(plan.ab, 0), plan.ptr(plan.ab, 0), plan.ptr(plan.c, 0), cutlass.Int32(1),
             plan.table, self.sched, cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
         )
@@ -291,7 +295,7 @@ class _Plan:
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
         self.ab, self.c = to_dsl[ab_dtype], to_dsl[out_dtype]
         self.groups, self.n, self.k, self.tile_n, self.device = groups, n, k, tile_n, device
-        self._cute, self._cutlass = cute, cutlass
+        self._cute = cute
         self.descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(self.c))
         self.table = self.descs.placeholder(groups, self.c)
         self._last: Optional[Tuple] = None
@@ -303,8 +307,6 @@ class _Plan:
 
     def launch(self, a: torch.Tensor, b: torch.Tensor, ends: List[int], out: torch.Tensor,
                cluster_m: Optional[int] = None) -> None:
-        import cuda.bindings.driver as cuda
-
         key = (out.data_ptr(), tuple(ends))
         if key != self._last:
             self.table = self.descs.encode(output_views(ends, out))
@@ -320,12 +322,8 @@ class _Plan:
         kernel.update(key[1], self.tile_n, self.n)
         if kernel.total == 0:
             return
-        Int32 = self._cutlass.Int32
-        kernel.compiled(
-            self.ptr(self.ab, a.data_ptr()), self.ptr(self.ab, b.data_ptr()), self.ptr(self.c, out.data_ptr()),
-            Int32(a.shape[0]), self.table, kernel.sched, Int32(kernel.num_ctas),
-            cuda.CUstream(torch.cuda.current_stream(a.device).cuda_stream),
-        )
+        kernel.compiled(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape[0], self.table, kernel.sched,
+                        kernel.num_ctas, torch.cuda.current_stream(a.device).cuda_stream)
 
 
 def schedule(ends: List[int], n: int, tile_n: int, cluster_m: int = 1) -> np.ndarray:
