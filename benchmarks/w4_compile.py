@@ -10,13 +10,16 @@ The W3 kernels (`launch_kernels.py`: one CTA loads one tile by TMA from source `
 
 Fake tensors (`cute.runtime.make_fake_compact_tensor`): no GPU is needed; without one,
 run.py sets `CUTE_DSL_ARCH=sm_90a` before `cutlass` is imported. `CUTE_DSL_NO_CACHE=1`, so
-every compile is a real one. A warm-up compile runs first and is not reported.
+every compile is a real one. A warm-up compile runs first and is not reported. Per N, the
+variants take turns, one compile each per round, each after a full garbage collection,
+so that a slow stretch of the host or a collection falls on all of them alike.
 
 Targets (computed): `list` PTX bytes at N=200 at most 1.5x those at N=1; `list` compile at
 N=200 at most 1.1x `atoms0` at N=200; `table` compile at N=200 at most 1.5x that at N=1.
 """
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from typing import Any, Dict, List, Optional
@@ -41,6 +44,7 @@ def compile_one(variant: str, n: int):
     from . import launch_kernels as L
 
     fn, args = L.fake_args(variant, n)
+    gc.collect()
     t0 = time.perf_counter()
     compiled = cute.compile(fn, *args)
     return time.perf_counter() - t0, compiled.__ptx__ or ""
@@ -49,7 +53,7 @@ def compile_one(variant: str, n: int):
 def run(args, machine: Dict[str, Any]) -> Report:
     from . import common
 
-    reps = 1 if args.quick else 3
+    reps = 1 if args.quick else 5
     report = Report("W4", "W4 compile cost: cute.compile seconds and PTX size against N")
     report.config = {"ns": NS, "compiles_per_point": reps, "kernel": "launch_kernels.py (1-CTA TMA load)",
                      "arch": machine.get("compute_capability") or machine.get("cute_dsl_arch_env")}
@@ -57,20 +61,29 @@ def run(args, machine: Dict[str, Any]) -> Report:
     compile_one("plain", 1)  # warm-up: DSL and MLIR start-up, not reported
     results: Dict[str, Dict[int, Dict[str, Any]]] = {v: {} for v in VARIANTS}
     for n in NS:
+        times: Dict[str, List[float]] = {v: [] for v in VARIANTS}
+        ptx: Dict[str, str] = {}
+        failed: Dict[str, Exception] = {}
+        for _ in range(reps):
+            for variant in VARIANTS:
+                if variant in failed:
+                    continue
+                try:
+                    seconds, ptx[variant] = compile_one(variant, n)
+                    times[variant].append(seconds)
+                except Exception as exc:  # noqa: BLE001 - reported as the result
+                    failed[variant] = exc
+                    traceback.print_exc()
         for variant in VARIANTS:
             row = report.add(variant=variant, n=n)
             results[variant][n] = row
-            try:
-                times, ptx = [], ""
-                for _ in range(reps):
-                    seconds, ptx = compile_one(variant, n)
-                    times.append(seconds)
-                row.update(status=OK, compile_s=summarize(times), ptx_bytes=len(ptx.encode()),
-                           ptx_code_bytes=common.code_bytes(ptx), tma_instructions=common.count_tma(ptx),
-                           descriptor_params=common.descriptor_params(ptx))
-            except Exception as exc:  # noqa: BLE001 - reported as the result
-                row.update(status=ERROR, detail=common.short_error(exc))
-                traceback.print_exc()
+            if variant in failed:
+                row.update(status=ERROR, detail=common.short_error(failed[variant]))
+            else:
+                text = ptx[variant]
+                row.update(status=OK, compile_s=summarize(times[variant]), ptx_bytes=len(text.encode()),
+                           ptx_code_bytes=common.code_bytes(text), tma_instructions=common.count_tma(text),
+                           descriptor_params=common.descriptor_params(text))
             print(f"  N={n:<4} {variant:<7} {_cell(row)}", flush=True)
     _print_table(results, reps)
     report.config["verdicts"] = _verdicts(results)

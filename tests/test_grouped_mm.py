@@ -128,6 +128,25 @@ def test_new_offsets_and_data_never_recompile():
     assert gm.compiled_count() == compiled
 
 
+def test_repeated_calls_reuse_the_output_memory_and_its_descriptors():
+    """Each call allocates its output; with the same `offs` the allocator hands back the
+    same memory (nothing of gcdsl's may hold the last output), so nothing is re-encoded."""
+    import gcdsl.ops
+
+    gm = importlib.import_module("gcdsl.ops.grouped_mm")
+    a, b, ends = make_problem(ragged_rows(16, seed=9), 256, 128)
+    first = gcdsl.ops.grouped_mm(a, b, ends)
+    address = first.data_ptr()
+    del first
+    (plan,) = [p for key, p in gm._PLANS.items() if key[:5] == (torch.bfloat16, torch.bfloat16, 16, 256, 128)]
+    encodes = plan.descs.encodes
+    for _ in range(3):
+        out = gcdsl.ops.grouped_mm(a, b, ends)
+        assert out.data_ptr() == address
+        del out
+    assert plan.descs.encodes == encodes
+
+
 def test_empty_problems_leave_the_output_alone():
     a, b, ends = make_problem([0, 0, 0], 256, 64)
     out = run_poisoned(a, b, ends)

@@ -198,6 +198,24 @@ def test_data_assignment_keeping_the_pointer_needs_invalidate(encoded):
     assert_current(table, ts)
 
 
+def test_invalidate_lets_the_tensors_go(encoded):
+    """A caller that tracks changes itself (gcdsl.ops) must not keep the last output alive:
+    its memory would not return to the allocator, and every new output would move."""
+    import gc
+    import weakref
+
+    maps = tensor_maps.TensorMapTable(BOX)
+    for make in (lambda: tensors(3), lambda: blocks(3)[1]):
+        ts = make()
+        maps.encode(ts)
+        watched = [weakref.ref(t) for t in ts] + [weakref.ref(t._base) for t in ts if t._base is not None]
+        maps.invalidate()
+        del ts
+        encoded.clear()  # the stand-in encoder's record of what it encoded
+        gc.collect()
+        assert all(w() is None for w in watched)
+
+
 def test_inference_tensors_are_checked_exactly(encoded):
     maps = tensor_maps.TensorMapTable(BOX)
     with torch.inference_mode():

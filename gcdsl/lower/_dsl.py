@@ -131,15 +131,16 @@ def tma_atom_signature(atom: cute.CopyAtom) -> Optional[Dict[str, str]]:
     name = getattr(op, "name", None)
     if not isinstance(name, str) or "tma" not in name:
         return None
-    gmem = str(op.operands[0].type)
+    types = [operand.type for operand in op.operands]  # one pass: each access walks the bindings
+    gmem = str(types[0])
     signature = {
         "copy op": name,
         "element type": _memref_element(gmem),
         "rank": str(_memref_rank(gmem)),
     }
-    for position, operand in enumerate(op.operands[1:], start=1):
+    for position, operand_type in enumerate(types[1:], start=1):
         what = {1: "shared-memory layout (swizzle included)", 2: "CTA tile (TMA basis)"}.get(position, f"operand {position}")
-        signature[what] = str(operand.type)
+        signature[what] = str(operand_type)
     signature["op attributes"] = ", ".join(sorted(f"{name} = {op.attributes[name]}" for name in op.attributes))
     signature["atom type"] = str(atom._trait.value.type)
     return signature

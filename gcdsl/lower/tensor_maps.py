@@ -98,7 +98,6 @@ class TensorMapTable:
         return GridConstantTensor(np.zeros((count, DESCRIPTOR_BYTES), dtype=np.uint8), align=128,
                                   meta=DescriptorMeta(dtype, self.box, self.swizzle))
 
-    @located_at_caller
     def encode(self, tensors: Sequence[Any]) -> GridConstantTensor:
         """The table for `tensors`, re-encoding only entries whose tensor changed."""
         held = self._held
@@ -114,9 +113,13 @@ class TensorMapTable:
         return self._encode_changed(tensors)
 
     def invalidate(self) -> None:
-        """Check every entry exactly on the next `encode` (after `tensor.data = ...`)."""
-        self._held = ()
+        """Check every entry exactly on the next `encode` (after `tensor.data = ...`).
 
+        The table then holds none of the tensors it describes, so their memory can go
+        back to the allocator."""
+        self._held = self._roots = ()
+
+    @located_at_caller  # here, not on `encode`: the check for unchanged tensors raises nothing
     def _encode_changed(self, tensors: Sequence[Any]) -> GridConstantTensor:
         if not len(tensors):
             raise GcdslError(Diag.EMPTY_LIST, "a descriptor table needs at least one tensor")
