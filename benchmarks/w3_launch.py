@@ -11,8 +11,8 @@ side, for N in NS:
   carries the N descriptors as ONE by-value parameter and builds one template atom; the N
   sources are N separate allocations, so the check reads each one's version and pointer;
 - ``table, views of one tensor``: the same with the N sources slices of one (N, 64, 32)
-  tensor, as a grouped GEMM's per-group weights or outputs are: the check reads one
-  version and one pointer;
+  tensor, as a grouped GEMM's per-group weights or outputs are, passed as one tuple: the
+  check tests no entry (a tuple cannot change) and reads one version and one pointer;
 - ``table, encoded once``: the call alone, with the table encoded before the loop: what a
   caller pays who knows its tensors did not change (the launch itself, without the check);
 - ``table, 1 changed``: the same as ``table`` with one source swapped before every call (one re-encode);
@@ -119,7 +119,7 @@ class Problem:
         g = torch.Generator(device="cuda").manual_seed(n)
         self.n = n
         self.srcs = [torch.randn(L.TILE, device="cuda", generator=g) for _ in range(n)]
-        self.views = list(torch.randn((n, *L.TILE), device="cuda", generator=g).unbind(0))
+        self.views = torch.randn((n, *L.TILE), device="cuda", generator=g).unbind(0)  # a tuple
         self.spares = [torch.randn(L.TILE, device="cuda", generator=g) for _ in range(2)]  # swapped in, one per call
         self.out = torch.empty(L.TILE, device="cuda")
         self.k = n - 1  # the last source: the one the changed rows swap

@@ -167,6 +167,33 @@ def test_a_table_of_views_of_one_tensor_checks_one_counter_and_one_pointer(encod
     assert sorted(reads) == ["pointer"] * 6 + ["version"] * 6
 
 
+def test_the_same_tuple_again_skips_the_identity_test_of_every_entry(encoded, monkeypatch):
+    compared = []
+    same_entries = tensor_maps._same_entries
+    monkeypatch.setattr(tensor_maps, "_same_entries", lambda ts, held: compared.append(len(ts)) or same_entries(ts, held))
+    maps = tensor_maps.TensorMapTable(BOX)
+    base, views = blocks(64)
+    frozen = tuple(views)
+    table = maps.encode(frozen)
+    assert maps.encode(frozen) is table and compared == []
+    assert maps.encode(views) is table and compared == [64]  # a list may have been changed in place
+    views[3] = torch.zeros(8, 16)
+    assert maps.encode(views) is table and compared == [64, 64] and maps.encodes == 65
+    assert maps.encode(tuple(views)) is table and maps.encodes == 65
+    frozen = tuple(views)
+    maps.encode(frozen)
+    base.untyped_storage().resize_(base.untyped_storage().nbytes() * 2)  # views 0-2, 4-63 move
+    assert maps.encode(frozen) is table
+    assert_current(table, frozen)
+
+
+def test_an_empty_tuple_is_refused_even_the_second_time():
+    maps = tensor_maps.TensorMapTable(BOX)
+    for _ in range(2):
+        with pytest.raises(GcdslError):
+            maps.encode(())
+
+
 def test_a_view_whose_base_was_given_other_storage_is_its_own_root(encoded):
     maps = tensor_maps.TensorMapTable(BOX)
     base, ts = blocks(2)

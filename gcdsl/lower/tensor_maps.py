@@ -55,13 +55,14 @@ class TensorMapTable:
     tensor's pointer, shape, strides or dtype changed.
 
     The check for unchanged inputs reads no shape or stride. The entries are the
-    tensor objects encoded last time (one identity test each), and the version
+    tensor objects encoded last time (one identity test each, none when the same
+    tuple is passed again: a tuple cannot change), and the version
     counter and data pointer of each *root* have not moved. A root is a tensor
     the entries are views of (`tensor._base`, sharing its storage), or an entry
     that is no view. A view shares its base's version counter, which torch bumps
     on `set_`, `resize_`, `as_strided_`, `t_` and every other in-place operation
     on the base or any of its views; and a view moves with its base's storage.
-    So a table of per-group slices of one tensor checks one counter and one
+    So a tuple of per-group slices of one tensor checks one counter and one
     pointer whatever its length, and a table of separate tensors checks each.
     Any difference sends the table to the exact check, entry by entry. The table
     holds the tensors it describes, so their memory (and their `id`) outlives
@@ -101,11 +102,10 @@ class TensorMapTable:
     def encode(self, tensors: Sequence[Any]) -> GridConstantTensor:
         """The table for `tensors`, re-encoding only entries whose tensor changed."""
         held = self._held
-        if len(tensors) == len(held) and held:
+        if held and (tensors is held or _same_entries(tensors, held)):
             try:
                 roots = self._roots
-                if (all(map(operator.is_, tensors, held))
-                        and tuple(map(_version, roots)) == self._versions
+                if (tuple(map(_version, roots)) == self._versions
                         and tuple(map(self._data_ptr, roots)) == self._pointers):
                     return self._table
             except RuntimeError:  # an inference tensor: no version counter
@@ -148,7 +148,7 @@ class TensorMapTable:
             self._versions = tuple(map(_version, self._roots))
         except RuntimeError:  # inference tensors: no fast path for this table
             return self._table
-        self._held = tuple(tensors)
+        self._held = tuple(tensors)  # a tuple passed in is kept as it is: see `tensors is held`
         return self._table
 
 
@@ -207,6 +207,13 @@ _MLIR_ELEMENT = dict(_ELEMENTS.values())
 
 # Read through C-level `map` in the fast path: no Python frame per tensor.
 _version = operator.attrgetter("_version")
+
+
+def _same_entries(tensors: Sequence[Any], held: Tuple[Any, ...]) -> bool:
+    """Entry by entry, the very tensor objects encoded last time (C-level `map`: no
+    Python frame per entry). Skipped when the caller passes the same tuple again:
+    a tuple cannot have changed."""
+    return len(tensors) == len(held) and all(map(operator.is_, tensors, held))
 
 
 def _roots(tensors: Sequence[Any]) -> Tuple[Any, ...]:
