@@ -19,9 +19,9 @@ marshals and encodes nothing per tensor on a call. `TensorMapTable.encode`
 re-encodes only the descriptors whose tensors changed since the last call
 (here: none, after the first); checking costs a version and a pointer read per
 separately allocated tensor (slices of one tensor share theirs), and no identity
-test per entry, as the same tuples are passed every call. The call goes through TVM-FFI (`gcdsl.launch.compile_tvm_ffi`):
-torch tensors are passed as they are and the launch goes to torch's current
-stream.
+test per entry, as the same tuples are passed every call. The call goes through
+TVM-FFI (`gcdsl.launch.compile_tvm_ffi`): torch tensors are passed as they are and
+the launch goes to torch's current stream.
 
 On a GPU this runs, verifies bit-exactly against torch and prints timings.
 Without one it compiles for sm_90a and prints the desugared kernel and the PTX
