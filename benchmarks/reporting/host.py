@@ -74,14 +74,16 @@ def region_w3(results: Results) -> str:
     out = [
         f"The kernel: {cfg['kernel']}.",
         "",
-        f"Microseconds per call from Python (host enqueue), median over {cfg['reps']} repetitions of "
-        f"{cfg['calls_per_rep']} back-to-back calls:",
+        f"Microseconds per call from Python (host enqueue), median over {cfg['reps']} "
+        + ("interleaved rounds (each round times every point once) " if "order" in cfg else "repetitions ")
+        + f"of {cfg['calls_per_rep']} back-to-back calls:",
         "",
         md_table(["row", "convention"] + [f"N = {n}" for n in ns], table_rows),
         "",
         f"Targets: a call with {W3_MANY} descriptors at most {ratio(W3_FLAT_LIMIT)} the call with 1; the call with 1 "
         f"at most {ratio(W3_PLAIN_LIMIT)} a plain `@cute.kernel` call with one tensor (`plain`, same convention). "
-        "The benchmark judges the two `table` rows; `list` is judged here the same way.",
+        "The benchmark judges the " + ", ".join(f"`{row}`" for row in W3_TARGET_ROWS)
+        + " rows; `list` is judged here the same way.",
         "",
     ]
     vrows = []

@@ -112,6 +112,12 @@ def _w3_sentence(results: Results) -> List[str]:
         text += f" ({f1(lst['tvm-ffi'][first])} and {f1(lst['tvm-ffi'][last])} us through TVM-FFI)"
     text += f"; a `TensorMapTable` encoded once keeps it at {span(once['dsl'], f1)} us at every N"
     text += f" ({span(once['tvm-ffi'], f1)} us through TVM-FFI)." if once["tvm-ffi"] else "."
+    views = {c: [u for n in ns if (u := host.w3_us(results, "table, views of one tensor", c, n)) is not None]
+             for c in ("dsl", "tvm-ffi")}
+    if views["dsl"]:
+        text += (f" Checked on every call, a table of a tuple of slices of one tensor costs {span(views['dsl'], f1)} us"
+                 + (f" ({span(views['tvm-ffi'], f1)} us through TVM-FFI)" if views["tvm-ffi"] else "")
+                 + " at every N.")
     return [text]
 
 
