@@ -8,9 +8,9 @@ Host cost of one call of a compiled `@cute.jit` function, by what it carries:
 - A `gcdsl.TensorMapTable` encoded outside the jit function travels as ONE
   by-value argument (`GridConstantTensor`), whatever N is. `encode(tensors)`
   re-encodes only entries whose tensor changed; for unchanged tensors it tests
-  each entry's identity and reads the version counter and data pointer of each
-  distinct root (one for views of one tensor). The jit function still builds
-  one template atom.
+  each entry's identity (not at all for the same tuple again) and reads the
+  version counter and data pointer of each distinct root (one for views of one
+  tensor). The jit function still builds one template atom.
 - TVM-FFI (`cute.compile(fn, *args, options="--enable-tvm-ffi")`, package
   `apache-tvm-ffi`): arguments are converted in C; torch tensors may be passed
   directly, a `GridConstantTensor` goes as an opaque pointer to its bytes and a

@@ -259,7 +259,7 @@ class _Kernel:
         self.total = 0  # cluster tiles
         # Through TVM-FFI: called with plain ints (addresses, extents, the stream
         # handle) and the two tables, converted in C rather than by the DSL's Python
-        # marshalling (a third of the host cost of a call, benchmarks/RESULTS.md, W5).
+        # marshalling (host cost of a call: W3 and W5 in benchmarks/RESULTS.md).
         self.compiled = gcdsl.launch.compile_tvm_ffi(
             self.gemm, plan.ptr(plan.ab, 0), plan.ptr(plan.ab, 0), plan.ptr(plan.c, 0), cutlass.Int32(1),
             plan.table, self.sched, cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
