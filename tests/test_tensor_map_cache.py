@@ -130,7 +130,6 @@ def test_a_view_changed_in_place_is_re_encoded(encoded, mutation):
     maps = tensor_maps.TensorMapTable(BOX)
     _, ts = blocks(3)
     table = maps.encode(ts)
-    before = ts[1].data_ptr(), tuple(ts[1].shape), ts[1].stride()
     MUTATIONS[mutation](ts[1])
     if mutation.startswith(".data"):
         maps.invalidate()  # the one change without a version bump: documented
