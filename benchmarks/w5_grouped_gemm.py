@@ -142,11 +142,11 @@ def make_call(variant: str, p: Problem, upstream: Any, upstream_tile) -> Callabl
 
         tile_n, cluster_m = (int(x[1:]) for x in variant.split("_")[2:])
         out = torch.empty(p.m, p.n, device="cuda", dtype=a.dtype)
-        return lambda: grouped_mm_into(a, b, p.offs, out, tile_n=tile_n, cluster_m=cluster_m)
+        return lambda: grouped_mm_into(a, b, p.offs_gpu, out, tile_n=tile_n, cluster_m=cluster_m)
     if variant.startswith("gcdsl"):
         import gcdsl.ops
 
-        return lambda: gcdsl.ops.grouped_mm(a, b, p.offs)
+        return lambda: gcdsl.ops.grouped_mm(a, b, p.offs_gpu)
     if variant.startswith("torch"):
         return lambda: torch._grouped_mm(a, b, offs=p.offs_gpu)
     if variant == "mm_loop_bf16":
@@ -255,7 +255,7 @@ def measure(variant: str, p: Problem, args, upstream: Optional[Upstream], copy_g
     if variant in ("gcdsl_bf16", "gcdsl_fp16"):
         from gcdsl.ops.grouped_mm import pick_cluster_m, pick_tile_n
 
-        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.rows, p.n, pick_tile_n(p.n))}"
+        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.m, p.groups, p.n, pick_tile_n(p.n))}"
     if variant == "upstream_fp16" and upstream is None:
         row.update(status=SKIPPED, detail="GCDSL_UPSTREAM_EXAMPLES is not set")
         return row

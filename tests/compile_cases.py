@@ -124,19 +124,14 @@ def _param_kinds():
 
 def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1):
     def build():
-        import numpy as np
-
         import cutlass
         import cutlass.cute as cute
-        import gcdsl
         from gcdsl.ops import hopper_grouped_gemm as hgg
 
         ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
         gemm = hgg.HopperGroupedGemm(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m)
-        ptr = lambda dt: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=16)  # noqa: E731
-        descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(c_dtype)).placeholder(groups, c_dtype)
-        sched = gcdsl.grid_constant(np.zeros((groups, hgg.SCHED_COLUMNS), dtype=np.int32))
-        return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), cutlass.Int32(1), descs, sched,
+        ptr = lambda dt, align=16: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=align)  # noqa: E731
+        return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), ptr(cutlass.Int32, 4), cutlass.Int32(1),
                       cutlass.Int32(cluster_m), cute.runtime.make_fake_stream())
 
     return build

@@ -3,7 +3,8 @@
 Outputs are poisoned with NaN before every launch. Each result is checked against a
 float32 reference (relative error <= 1e-2: max |out - ref| / max |ref| over the
 groups' rows) and, for bf16, against torch._grouped_mm. Rows past offs[-1] must
-still hold the poison: the last group's descriptor clips the store there.
+still hold the poison: the ragged store descriptor clips every group at its last row.
+`offs` is on the GPU unless a test says otherwise, as an MoE router makes it.
 
     python -m pytest -q tests/test_grouped_mm.py
 """
@@ -52,11 +53,12 @@ def rel_err(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None):
+def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None):
+    """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
     from gcdsl.ops.grouped_mm import grouped_mm_into
 
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype or a.dtype)
-    grouped_mm_into(a, b, ends, out, cluster_m=cluster_m)
+    grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, cluster_m=cluster_m)
     torch.cuda.synchronize()
     return out
 
@@ -70,7 +72,7 @@ def check(out, a, b, ends, tol=1e-2):
     return err
 
 
-@pytest.mark.parametrize("groups", [1, 8, 64, 128])
+@pytest.mark.parametrize("groups", [1, 8, 64, 128, 256])
 @pytest.mark.parametrize("n, k", [(392, 200), (328, 1000)])  # 128x256 and 128x128 tiles; K % 64 != 0
 @pytest.mark.parametrize("cluster_m", [1, 2])  # single CTAs; pairs sharing B by multicast
 def test_ragged_groups_against_fp32_and_torch(groups, n, k, cluster_m):
@@ -102,7 +104,17 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
         check(run_poisoned(a, b, ends, cluster_m=cluster_m), a, b, ends)
 
 
-def test_public_op_allocates_and_accepts_cuda_offsets():
+@pytest.mark.parametrize("rows", [
+    [0, 0, 3000, 0, 0], [0] * 63 + [700], [700] + [0] * 63,  # all rows in one group; every group empty but one
+    [1, 127, 129, 2000, 1, 0, 128, 256],  # one row, one short of a tile, one past, many tiles, exact tiles
+], ids=["middle", "last-of-64", "first-of-64", "edges"])
+@pytest.mark.parametrize("cluster_m", [1, 2])
+def test_one_busy_group_and_tile_edges(rows, cluster_m):
+    a, b, ends = make_problem(rows, 392, 200)
+    check(run_poisoned(a, b, ends, cluster_m=cluster_m), a, b, ends)
+
+
+def test_public_op_takes_offsets_on_the_cpu_or_the_gpu():
     import gcdsl.ops
 
     rows = ragged_rows(8, seed=5)
@@ -112,6 +124,87 @@ def test_public_op_allocates_and_accepts_cuda_offsets():
     end = int(ends[-1])
     assert torch.equal(out_cpu_offs[:end], out_cuda_offs[:end])
     assert rel_err(out_cpu_offs[:end], reference(a, b, ends)[:end]) <= 1e-2
+
+
+def router_offsets(logits, experts, top_k):
+    """What an MoE layer does on the GPU: top-k experts per token, tokens per expert, their ends."""
+    ids = logits.topk(top_k, dim=-1).indices.flatten()
+    counts = torch.zeros(experts, dtype=torch.int32, device=ids.device)
+    counts.scatter_add_(0, ids, torch.ones_like(ids, dtype=torch.int32))  # bincount would synchronise
+    return counts.cumsum(0, dtype=torch.int32)
+
+
+def test_router_made_offsets_change_every_call_with_no_host_sync():
+    """offs from top-k on the GPU, new routing per call; torch's sync debug mode raises on any
+    synchronising call (a device-to-host copy, .item(), .tolist(), a stream synchronize)."""
+    import gcdsl.ops
+
+    gm = importlib.import_module("gcdsl.ops.grouped_mm")
+    experts, tokens, top_k, n, k = 64, 96, 4, 256, 512
+    x = torch.randn(tokens * top_k, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(experts, n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    gcdsl.ops.grouped_mm(x, w, router_offsets(torch.randn(tokens, experts, device="cuda"), experts, top_k))
+    compiled = gm.compiled_count()
+    results = []
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for seed in range(4):
+            logits = torch.randn(tokens, experts, device="cuda", generator=torch.Generator("cuda").manual_seed(seed))
+            offs = router_offsets(logits, experts, top_k)
+            results.append((offs, gcdsl.ops.grouped_mm(x, w, offs)))
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    assert gm.compiled_count() == compiled
+    for offs, out in results:
+        assert rel_err(out, reference(x, w, offs.cpu())) <= 1e-2
+
+
+def test_captured_graph_replays_with_new_offsets_and_data():
+    """One capture; then offs, a and b change in place and every replay computes the new problem."""
+    import gcdsl.ops
+
+    rows = ragged_rows(16, seed=21)
+    a, b, ends = make_problem(rows, 392, 200)
+    offs = ends.cuda()
+
+    def layer():
+        return gcdsl.ops.grouped_mm(a, b, offs) * 2  # allocates its output inside the graph's pool
+
+    layer()  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = layer()
+    for seed in range(3):
+        new_rows = ragged_rows(16, seed=30 + seed)
+        scale = (a.shape[0] - TAIL) / sum(new_rows)  # the same M: the capture froze the shapes
+        new_rows = [int(r * scale) for r in new_rows]
+        new_ends = torch.tensor(new_rows).cumsum(0).to(torch.int32)
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        a.copy_(torch.randn(a.shape, device="cuda", generator=g))
+        b.copy_(torch.randn(b.shape, device="cuda", generator=g))
+        offs.copy_(new_ends)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        end = int(new_ends[-1])
+        assert rel_err(out[:end] / 2, reference(a, b, new_ends)[:end]) <= 1e-2
+
+
+def test_device_offsets_are_clamped_never_written_past_m():
+    """An invalid offs on the GPU cannot be refused without a host copy: the kernel clamps each end
+    to [previous end, M]. Rows it names are computed as if clamped; nothing lands past M."""
+    a, b, ends = make_problem([100, 200, 50], 256, 128)
+    m = a.shape[0]
+    bad = torch.tensor([100, 60, m + 1000], dtype=torch.int32, device="cuda")  # decreasing, then past M
+    backing = torch.full((m + 256, b.shape[2]), float("nan"), device="cuda", dtype=a.dtype)
+    out = backing[:m]
+    from gcdsl.ops.grouped_mm import grouped_mm_into
+
+    grouped_mm_into(a, b, bad, out)
+    torch.cuda.synchronize()
+    assert torch.isnan(backing[m:]).all(), "rows past M were written"
+    clamped = torch.tensor([100, 100, m], dtype=torch.int32)
+    assert rel_err(out, reference(a, b, clamped)) <= 1e-2
 
 
 def test_new_offsets_and_data_never_recompile():
@@ -126,25 +219,6 @@ def test_new_offsets_and_data_never_recompile():
         a2, b2, ends2 = make_problem(rows, 384, 512, seed=seed)  # new M, new offsets, new data
         check(run_poisoned(a2, b2, ends2), a2, b2, ends2)
     assert gm.compiled_count() == compiled
-
-
-def test_repeated_calls_reuse_the_output_memory_and_its_descriptors():
-    """Each call allocates its output; with the same `offs` the allocator hands back the
-    same memory (nothing of gcdsl's may hold the last output), so nothing is re-encoded."""
-    import gcdsl.ops
-
-    gm = importlib.import_module("gcdsl.ops.grouped_mm")
-    a, b, ends = make_problem(ragged_rows(16, seed=9), 256, 128)
-    first = gcdsl.ops.grouped_mm(a, b, ends)
-    address = first.data_ptr()
-    del first
-    (plan,) = [p for key, p in gm._PLANS.items() if key[:5] == (torch.bfloat16, torch.bfloat16, 16, 256, 128)]
-    encodes = plan.descs.encodes
-    for _ in range(3):
-        out = gcdsl.ops.grouped_mm(a, b, ends)
-        assert out.data_ptr() == address
-        del out
-    assert plan.descs.encodes == encodes
 
 
 def test_empty_problems_leave_the_output_alone():

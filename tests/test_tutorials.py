@@ -55,10 +55,10 @@ def test_tutorial_03_grouped_gemm(tmp_path):
     proc = run_tutorial(["tutorials/03_grouped_gemm.py", "--experts", "16"], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
     if has_gpu():
-        assert "verify against float32: PASS" in proc.stdout and "torch us" in proc.stdout
+        assert "verify against float32: PASS" in proc.stdout and "graph us/layer" in proc.stdout
     else:
-        assert "c_descs = __gcdsl__." in proc.stdout  # the grid-constant table, lowered
-        assert "16 x 128 B at +640" in proc.stdout  # 16 store descriptors, one table
+        assert "mC[None, None, start + rows]" in proc.stdout  # the ragged store's group coordinate
+        assert "532 bytes in 8 parameters" in proc.stdout  # three descriptors, whatever the expert count
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
 
 

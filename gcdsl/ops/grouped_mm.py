@@ -9,10 +9,20 @@ offs  (G,) int32 cumulative row ends; groups of 0 rows are allowed
 out   (M, N) in out_dtype (bf16, fp16 or fp32); rows past offs[-1] are not
       written (torch leaves them undefined too)
 
-The kernel (`hopper_grouped_gemm.py`) stores each group's rows through its own
-TMA descriptor, encoded on the host from `offs`, so the host needs the values
-of `offs`: a CUDA `offs` is copied to the host (`.cpu()`, which waits for the
-work queued before it); pass a CPU `offs` to avoid that wait.
+`offs` may live on the GPU, where an MoE router makes it: the kernel reads it
+from global memory and its persistent scheduler derives each group's tiles from
+it on the device (`hopper_grouped_gemm.py`). A call never copies `offs` to the
+host or waits for the GPU, and can be captured in a CUDA graph: a replay reads
+whatever `offs` holds then. A CUDA `offs` is not checked (that would need its
+values on the host): the kernel clamps each end to [previous end, M], so a bad
+`offs` computes wrong rows but never writes outside `out[:M]`. A CPU `offs` is
+checked on the host (non-decreasing, at most M; a GcdslError otherwise) and then
+copied to a's device, a host-to-device copy of 4 G bytes before the launch.
+
+The three TMA descriptors (A, B and one ragged descriptor that clips every
+group's store at its own last row) depend on the tensors' addresses and extents
+only, never on `offs`. They live in the kernel's grid-constant parameter space;
+nothing is written to a descriptor on the device.
 
 Per (dtypes, G, N, K, tile) two kernels are compiled together, once: CTAs alone
 and CTAs in pairs (a 2x1 cluster: two M-tiles of a group share each B tile by TMA
@@ -20,41 +30,34 @@ multicast). The total M and `offs` are runtime values, so new offsets or new dat
 never recompile. Registered as the custom op `gcdsl::grouped_mm` (with a fake
 implementation), so it composes with `torch.compile`.
 
-Heuristics. Tile (from N only): 128x256, unless N <= 128 or the last 256-wide tile
-would be at most half full (N mod 256 in 1..128): 128x128. Cluster (from `offs`,
-per call, both compiled): pairs when at most 5% of the paired M-tiles would be idle
-(a group with an odd number of M-tiles leaves one CTA of its last pair idle) and
-N mod tile is 0 or more than half a tile (each CTA's half of the last B tile starts
-inside B), else single CTAs.
+Heuristics, from shapes alone (never `offs`). Tile (from N): 128x256, unless
+N <= 128 or the last 256-wide tile would be at most half full (N mod 256 in
+1..128): 128x128. Cluster (from M and G): pairs when a group averages at least
+`PAIR_ROWS_PER_GROUP` rows (a group whose M-tile count is odd leaves one CTA of
+its last pair idle: with about half the groups odd, that is at most 5% of the
+pairs' M-tiles) and N mod tile is 0 or more than half a tile (each CTA's half of
+the last B tile starts inside B), else single CTAs.
 """
 from __future__ import annotations
 
 import functools
 import inspect
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-import numpy as np
 import torch
 import torch.utils._python_dispatch
 
-from ..abi import DESCRIPTOR_BYTES, PARAM_LIMIT
 from ..diagnostics import Diag, GcdslError, SourceLocation
 
-# What the kernel's parameters hold besides the two tables, as the DSL lays them out:
-# three TMA atoms (A, B, the store template) and two runtime extents. The CPU
-# compile test checks this figure against the PTX.
-FIXED_PARAM_BYTES = 640
-SCHED_ROW_BYTES = 12  # (tile_end, row_start, rows) Int32
-
-
-def param_bytes(groups: int) -> int:
-    """Kernel parameter bytes for G groups: fixed part, G store descriptors, the scheduler table."""
-    sched = -(-SCHED_ROW_BYTES * groups // 16) * 16
-    return FIXED_PARAM_BYTES + DESCRIPTOR_BYTES * groups + sched
-
-
-MAX_GROUPS = max(g for g in range(1, 400) if param_bytes(g) <= PARAM_LIMIT)
+# Groups per call: the scheduler's table of 8 bytes a group sits in each CTA's shared
+# memory next to the pipeline (from 353 groups on it costs the 128x256 tile one of
+# its four stages), and one warp of 32 lanes reads offs at G / 32 values a lane.
+MAX_GROUPS = 1024
+# Pairs of CTAs when a group averages at least this many rows: 9.5 M-tiles of 128 a
+# group, so that the idle second CTA of about half the groups' last pairs is at most
+# 5% of the pairs' M-tiles.
+PAIR_ROWS_PER_GROUP = 1216
 
 _AB_DTYPES = (torch.bfloat16, torch.float16)
 _OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -90,33 +93,93 @@ def _grouped_mm_fake(a, b, offs, out_dtype=None):
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype):
-    out_dtype = check_inputs(a, b, offs, out_dtype)
-    out = torch.empty((a.shape[0], b.shape[2]), dtype=out_dtype, device=a.device)
-    grouped_mm_into(a, b, offs, out, checked=True)
-    return out
+    launch = _launch_for(a, b, offs, out_dtype)
+    out = torch.empty(launch.out_shape, dtype=launch.out_dtype, device=a.device)
+    return launch(a, b, offs, out)
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor,
-                    *, checked: bool = False, tile_n: Optional[int] = None,
-                    cluster_m: Optional[int] = None) -> torch.Tensor:
+                    *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given (M, N) row-major `out` (tests poison it first).
 
     `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics; the tests
     and the benchmark use them to run every variant.
     """
-    if not checked:
-        check_inputs(a, b, offs, out.dtype)
-        if out.shape != (a.shape[0], b.shape[2]) or not _strides_match(out, (b.shape[2], 1)) \
-                or out.device != a.device:
-            _fail(f"`out` is {tuple(out.shape)} with strides {out.stride()} on {out.device}; expected a "
-                  f"contiguous {(a.shape[0], b.shape[2])} tensor on {a.device}", param="out")
-    ends = _host_offsets(offs, a.shape[0])
-    if a.shape[0] == 0 or ends[-1] == 0:
-        return out  # nothing to compute
-    with torch.cuda.device(a.device):  # compile, load and launch in a's device context
-        plan = _plan_for(a.dtype, out.dtype, b.shape[0], b.shape[2], b.shape[1], a.device, tile_n)
-        plan.launch(a, b, ends, out, cluster_m)
-    return out
+    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m)
+    if out.shape != launch.out_shape or not _strides_match(out, (launch.out_shape[1], 1)) \
+            or out.device != a.device or out.data_ptr() % 16:
+        _fail(f"`out` is {tuple(out.shape)} with strides {out.stride()} on {out.device}; expected a "
+              f"contiguous {launch.out_shape} tensor on {a.device}, 16-byte aligned", param="out")
+    return launch(a, b, offs, out)
+
+
+# ---------------------------------------------------------------------------------------
+# The call path: everything that depends only on the inputs' signature is done once
+# ---------------------------------------------------------------------------------------
+class _Launch:
+    """One input signature, checked, with its compiled kernel and launch configuration.
+
+    A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
+    """
+
+    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m) -> None:
+        self.out_dtype = check_inputs(a, b, offs, out_dtype)
+        self.m, n = a.shape[0], b.shape[2]
+        self.out_shape = (self.m, n)
+        self.host_offs = offs.device.type == "cpu"
+        self.device = a.device
+        if self.m == 0:
+            return  # nothing to compute, nothing to compile
+        with torch.cuda.device(a.device):  # compile and load in a's device context
+            plan = _plan_for(a.dtype, self.out_dtype, b.shape[0], n, b.shape[1], a.device, tile_n)
+        if cluster_m == 2 and not plan.pairs_fit:
+            raise ValueError(f"pairs need N mod {plan.tile_n} to be 0 or above {plan.tile_n // 2}; N = {n}")
+        cluster_m = cluster_m or pick_cluster_m(self.m, plan.groups, n, plan.tile_n)
+        self.kernel = plan.kernels[cluster_m]
+        clusters = min(cluster_tile_bound(self.m, plan.groups, n, plan.tile_n, cluster_m),
+                       plan.max_clusters[cluster_m])
+        self.ctas = clusters * cluster_m
+        # The ragged store descriptor's base lies M rows before the output (hopper_grouped_gemm's
+        # docstring). Device addresses lie far above any one tensor's size.
+        self.c_back = self.m * n * self.out_dtype.itemsize
+
+    def __call__(self, a, b, offs, out):
+        if self.host_offs:
+            _check_host_offsets(offs, self.m)
+            offs = offs.to(self.device, non_blocking=True)  # a staged copy: no wait for the GPU
+        if self.m == 0:
+            return out
+        index = self.device.index
+        if index != torch.cuda.current_device():
+            with torch.cuda.device(index):
+                return self(a, b, offs, out)
+        self.kernel(a.data_ptr(), b.data_ptr(), out.data_ptr() - self.c_back, offs.data_ptr(), self.m, self.ctas,
+                    _current_stream(index))
+        return out
+
+
+def _current_stream(index: int) -> int:
+    return torch._C._cuda_getCurrentRawStream(index)  # torch.cuda.current_stream(), without the Python object
+
+
+_LAUNCHES: Dict[Tuple, _Launch] = {}
+_MAX_LAUNCHES = 4096  # distinct signatures kept (M varies with the batch); then start afresh
+
+
+def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None) -> _Launch:
+    """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
+    try:
+        key = (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16, b.shape, b.stride(), b.dtype, b.device,
+               b.data_ptr() % 16, offs.shape, offs.stride(), offs.dtype, offs.device, out_dtype, tile_n, cluster_m)
+    except (AttributeError, TypeError):
+        key = None  # not a tensor: check_inputs says which
+    launch = _LAUNCHES.get(key) if key is not None else None
+    if launch is None:
+        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m)
+        if len(_LAUNCHES) >= _MAX_LAUNCHES:
+            _LAUNCHES.clear()
+        _LAUNCHES[key] = launch
+    return launch
 
 
 # ---------------------------------------------------------------------------------------
@@ -150,8 +213,8 @@ def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *,
               "K (a.shape[1], b.shape[1]) and G (b.shape[0], offs.shape[0]) must agree", param="b")
     if groups < 1 or groups > MAX_GROUPS:
         _fail(f"{groups} groups; this kernel supports 1 to {MAX_GROUPS}", param="b",
-              hint=f"each group's output descriptor (128 B) and scheduler row live in the kernel's "
-              f"{PARAM_LIMIT}-byte parameter space; split larger problems into several calls")
+              hint="each CTA keeps an 8-byte scheduler row per group in shared memory; "
+              "split larger problems into several calls")
     if not _strides_match(a, (k, 1)):
         _fail(f"a has strides {a.stride()}; it must be row-major (contiguous)", param="a",
               hint="pass a.contiguous()")
@@ -171,7 +234,9 @@ def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *,
     if a.device.type != "cuda" or b.device != a.device:
         _fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
     if offs.device.type != "cpu" and offs.device != a.device:
-        _fail(f"offs is on {offs.device}; keep it on the CPU or on a's device ({a.device})", param="offs")
+        _fail(f"offs is on {offs.device}; keep it on a's device ({a.device}) or on the CPU", param="offs")
+    if addresses and offs.stride(0) != 1 and groups > 1:
+        _fail(f"offs has stride {offs.stride(0)}; it must be contiguous", param="offs", hint="pass offs.contiguous()")
     return out_dtype
 
 
@@ -180,9 +245,12 @@ def _strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
     return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
 
 
-def _host_offsets(offs: torch.Tensor, m: int) -> List[int]:
-    """The values of `offs`, checked: non-decreasing, from 0 up to at most M."""
-    ends = offs.tolist()  # a CUDA offs is copied to the host here (a synchronising copy)
+def _check_host_offsets(offs: torch.Tensor, m: int) -> None:
+    """A CPU `offs`, checked as the kernel would need it: non-decreasing, from 0 up to at most M.
+
+    (A CUDA `offs` is not read on the host; the kernel clamps it instead.)
+    """
+    ends = offs.tolist()
     previous = 0
     for g, end in enumerate(ends):
         if end < previous:
@@ -191,7 +259,6 @@ def _host_offsets(offs: torch.Tensor, m: int) -> List[int]:
         previous = end
     if previous > m:
         _fail(f"offs[-1] = {previous} exceeds the {m} rows of a", param="offs")
-    return ends
 
 
 def _fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:
@@ -220,17 +287,23 @@ def pick_tile_n(n: int) -> int:
     return 128 if n <= 128 or 0 < n % 256 <= 128 else 256
 
 
-def pick_cluster_m(rows: List[int], n: int, tile_n: int) -> int:
+def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:
     """2 (pairs of CTAs on two M-tiles of a group, sharing each B tile by multicast) when
-    at most 5% of the pairs' M-tiles would be idle (groups of an odd number of M-tiles
-    leave one idle) and N suits pairs (`pairs_fit`); else 1. Both kernels are compiled
-    together: no recompile either way.
+    groups average at least PAIR_ROWS_PER_GROUP rows and N suits pairs (`pairs_fit`); else 1.
+    From shapes alone: `offs` may be on the device. Both kernels are compiled together.
     """
     from .hopper_grouped_gemm import pairs_fit
 
-    m_tiles = [-(-r // 128) for r in rows]
-    slots = sum(2 * -(-t // 2) for t in m_tiles)
-    return 2 if slots and sum(m_tiles) >= 0.95 * slots and pairs_fit(n, tile_n) else 1
+    return 2 if m >= PAIR_ROWS_PER_GROUP * groups and pairs_fit(n, tile_n) else 1
+
+
+def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int) -> int:
+    """The most cluster tiles any `offs` can make: each group of rows r takes ceil(r / T)
+    M-steps of T = 128 x cluster_m rows, at most (M + min(G, M) (T - 1)) / T in all."""
+    from .hopper_grouped_gemm import TILE_M
+
+    step = TILE_M * cluster_m
+    return (m + min(groups, m) * (step - 1)) // step * -(-n // tile_n)
 
 
 @functools.lru_cache(maxsize=None)
@@ -241,47 +314,11 @@ def _max_active_clusters(device_index: int, cluster_m: int) -> int:
     return max(1, cutlass.utils.HardwareInfo(device_index).get_max_active_clusters(cluster_m))
 
 
-class _Kernel:
-    """One compiled cluster size of a configuration, with its scheduler table."""
-
-    def __init__(self, plan: "_Plan", cluster_m: int, hgg: Any) -> None:
-        import cutlass
-        import cutlass.cute as cute
-
-        import gcdsl
-        import gcdsl.launch
-
-        self.cluster_m = cluster_m
-        self.gemm = hgg.HopperGroupedGemm(plan.ab, plan.c, plan.groups, plan.n, plan.k, plan.tile_n, cluster_m)
-        self.sched = gcdsl.grid_constant(np.zeros((plan.groups, hgg.SCHED_COLUMNS), dtype=np.int32))
-        self.max_clusters = _max_active_clusters(plan.device.index or 0, cluster_m)
-        self.last_ends: Optional[Tuple] = None
-        self.total = 0  # cluster tiles
-        # Through TVM-FFI: called with plain ints (addresses, extents, the stream
-        # handle) and the two tables, converted in C rather than by the DSL's Python
-        # marshalling (host cost of a call: W3 and W5 in benchmarks/RESULTS.md).
-        self.compiled = gcdsl.launch.compile_tvm_ffi(
-            self.gemm, plan.ptr(plan.ab, 0), plan.ptr(plan.ab, 0), plan.ptr(plan.c, 0), cutlass.Int32(1),
-            plan.table, self.sched, cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
-        )
-
-    def update(self, ends: Tuple[int, ...], tile_n: int, n: int) -> None:
-        if ends != self.last_ends:
-            table = schedule(list(ends), n, tile_n, self.cluster_m)
-            self.sched.update(table)
-            self.total = int(table[-1, 0])
-            self.last_ends = ends
-
-    @property
-    def num_ctas(self) -> int:
-        return self.cluster_m * min(self.total, self.max_clusters)
-
-
 class _Plan:
-    """A configuration: its compiled kernels (cluster sizes 1 and 2) and its descriptor table.
+    """A configuration: its compiled kernels, cluster sizes 1 and 2 (where N suits pairs).
 
-    Tables are updated in place between launches (same shape: no recompile); when `offs`
-    and the output's address are unchanged from the last call, nothing is re-encoded.
+    Nothing depends on `offs`: the compiled host code makes the three descriptors from
+    the addresses and M at each call, and the kernel reads `offs` itself.
     """
 
     def __init__(self, ab_dtype: torch.dtype, out_dtype: torch.dtype, groups: int, n: int, k: int,
@@ -289,66 +326,28 @@ class _Plan:
         import cutlass
         import cutlass.cute as cute
 
-        import gcdsl
+        import gcdsl.launch
         from . import hopper_grouped_gemm as hgg
 
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
-        self.ab, self.c = to_dsl[ab_dtype], to_dsl[out_dtype]
-        self.groups, self.n, self.k, self.tile_n, self.device = groups, n, k, tile_n, device
-        self._cute = cute
-        self.descs = gcdsl.TensorMapTable(box=hgg.EPI_TILE, swizzle=hgg.output_swizzle(self.c))
-        self.table = self.descs.placeholder(groups, self.c)
-        self._last: Optional[Tuple] = None
-        self._pairs_fit = hgg.pairs_fit(n, tile_n)
-        self.kernels = {m: _Kernel(self, m, hgg) for m in ((1, 2) if self._pairs_fit else (1,))}
+        ab, c = to_dsl[ab_dtype], to_dsl[out_dtype]
+        self.groups, self.n, self.tile_n = groups, n, tile_n
+        self.out_bytes = out_dtype.itemsize
+        self.pairs_fit = hgg.pairs_fit(n, tile_n)
+        self.kernels, self.max_clusters = {}, {}
 
-    def ptr(self, dtype: Any, address: int) -> Any:
-        return self._cute.runtime.make_ptr(dtype, address, self._cute.AddressSpace.gmem, assumed_align=16)
+        def ptr(dtype, align=16):
+            return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
-    def launch(self, a: torch.Tensor, b: torch.Tensor, ends: List[int], out: torch.Tensor,
-               cluster_m: Optional[int] = None) -> None:
-        key = (out.data_ptr(), tuple(ends))
-        if key != self._last:
-            self.table = self.descs.encode(output_views(ends, out))
-            # The table would hold the views (and so the output) until the next encode;
-            # `key` already says when to re-encode, so let the output go with its caller.
-            self.descs.invalidate()
-            starts = [0] + list(ends[:-1])
-            self._cluster = pick_cluster_m([e - s for s, e in zip(starts, ends)], self.n, self.tile_n)
-            self._last = key
-        if cluster_m == 2 and not self._pairs_fit:
-            raise ValueError(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
-        kernel = self.kernels[cluster_m or self._cluster]
-        kernel.update(key[1], self.tile_n, self.n)
-        if kernel.total == 0:
-            return
-        kernel.compiled(a.data_ptr(), b.data_ptr(), out.data_ptr(), a.shape[0], self.table, kernel.sched,
-                        kernel.num_ctas, torch.cuda.current_stream(a.device).cuda_stream)
-
-
-def schedule(ends: List[int], n: int, tile_n: int, cluster_m: int = 1) -> np.ndarray:
-    """The scheduler table: (tile_end, row_start, rows) per group, Int32.
-
-    Tiles are cluster tiles: `cluster_m` M-tiles of 128 rows by one `tile_n` column tile;
-    `tile_end` counts them cumulatively. A group of 0 rows gets none.
-    """
-    from .hopper_grouped_gemm import TILE_M
-
-    ends_np = np.asarray(ends, dtype=np.int64)
-    starts = np.concatenate(([0], ends_np[:-1]))
-    rows = ends_np - starts
-    tiles = -(-rows // (TILE_M * cluster_m)) * -(-n // tile_n)
-    return np.stack([np.cumsum(tiles), starts, rows], axis=1).astype(np.int32)
-
-
-def output_views(ends: List[int], out: torch.Tensor) -> List[torch.Tensor]:
-    """Each group's rows of `out`: what its store descriptor describes.
-
-    A group of 0 rows gets a one-row view: a descriptor cannot describe no rows, and
-    the kernel never uses it (the group has no tiles).
-    """
-    starts = [0] + list(ends[:-1])
-    return [out[s:e] if e > s else out[:1] for s, e in zip(starts, ends)]
+        for cluster_m in (1, 2) if self.pairs_fit else (1,):
+            gemm = hgg.HopperGroupedGemm(ab, c, groups, n, k, tile_n, cluster_m)
+            # Through TVM-FFI: called with plain ints (addresses, extents, the stream
+            # handle), converted in C rather than by the DSL's Python marshalling.
+            self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(
+                gemm, ptr(ab), ptr(ab), ptr(c), ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(cluster_m),
+                cute.runtime.make_fake_stream(),
+            )
+            self.max_clusters[cluster_m] = _max_active_clusters(device.index or 0, cluster_m)
 
 
 _PLANS: Dict[Tuple, _Plan] = {}
@@ -357,9 +356,10 @@ _PLANS: Dict[Tuple, _Plan] = {}
 def _plan_for(ab_dtype, out_dtype, groups, n, k, device, tile_n=None) -> _Plan:
     tile_n = tile_n or pick_tile_n(n)
     key = (ab_dtype, out_dtype, groups, n, k, tile_n, device.index)
-    if key not in _PLANS:
-        _PLANS[key] = _Plan(ab_dtype, out_dtype, groups, n, k, device, tile_n)
-    return _PLANS[key]
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _Plan(ab_dtype, out_dtype, groups, n, k, device, tile_n)
+    return plan
 
 
 def compiled_count() -> int:

@@ -1,26 +1,47 @@
-"""A persistent, warp-specialized Hopper (sm_90a) grouped GEMM on grid-constant descriptors.
+"""A persistent, warp-specialized Hopper (sm_90a) grouped GEMM whose groups live on the device.
 
     out[rows of group g, :] = a[rows of group g, :] @ b[g].T      for g in 0 .. G-1
 
 `a` is (M, K) with the rows of the G groups stacked, `b` is (G, N, K) (K
-contiguous), `out` is (M, N). One CTA per SM walks the tiles of all groups.
+contiguous), `out` is (M, N). Group g's rows are `offs[g-1]:offs[g]`, and `offs`
+is read by the kernel from global memory: nothing on the host depends on it, so a
+call needs no device-to-host copy and can be captured in a CUDA graph. One CTA
+per SM walks the tiles of all groups.
 
-Descriptors: which operand needs one per group
+Descriptors: three, in the kernel's grid-constant parameter space, none of them
+depending on `offs` (they depend on the addresses, M, N, K and G only)
     A   one descriptor over the whole (M, K) tensor; a tile of group g starts at
-        row `row_start[g] + 128 * m_tile`. A tile that runs past the group's last
+        row `start[g] + 128 * m_tile`. A tile that runs past the group's last
         row reads the next group's rows (or TMA's zero fill past M): those rows
         only reach accumulator rows that the clipped store below discards.
     B   one 3-D descriptor over (N, K, G); the group is a TMA coordinate.
-    C   one descriptor per group, over that group's own rows, so the TMA store
-        clips at the group's last row. The G descriptors are encoded on the host
-        (`gcdsl.TensorMapTable`) into a grid-constant table; the epilogue picks
-        entry g with `gcdsl.tma_desc_ptr`. Nothing is written to a descriptor in
-        the kernel: no `tensormap.replace`, no proxy fence, no workspace.
+    C   one "ragged" 3-D descriptor over the output, (M, N, M + 1) with strides
+        (N, 1, N) from the base `out - M * N`: row coordinate `M - rows + r` and
+        third coordinate `start + rows` address row `start + r` of `out`, and
+        TMA drops every row r >= rows of a box, since its row coordinate is then
+        past the extent M. So each group's store clips exactly at its own last
+        row, through one descriptor encoded from the output's address alone.
+    Nothing is written to a descriptor in the kernel: no `tensormap.replace`, no
+    proxy fence, no workspace.
+
+Scheduler: at the start every CTA reads `offs` (one warp, G / 32 values a lane,
+all loads in flight at once) and builds a table in shared memory:
+    tile_end[g]   cumulative count of cluster tiles (cluster_m M-tiles x one
+                  N-tile) up to and including group g
+    row_end[g]    the group's clamped end row; the group starts at row_end[g-1]
+`offs` is clamped as it is read: each end to the largest end before it (so rows
+never go negative) and to M (so no row past `a` and `out` is touched). A valid
+`offs` is unchanged by this; an invalid one computes garbage in the rows it
+names but never writes outside `out[:M]`. Tiles are numbered group by group and,
+within a group, M-tile fastest, so the CTAs working at the same time on a group
+share the same B tile through L2. Cluster c takes cluster tiles c, c + clusters,
+c + 2 clusters, ... and finds their group by walking the table forward.
 
 Roles (384 threads, three warpgroups)
     warpgroup 0   warp 0 issues the TMA loads of A and B into a ring of
                   `stages` shared-memory buffers (`cutlass.pipeline.PipelineTmaAsync`:
-                  a full and an empty mbarrier per stage); warps 1-3 idle.
+                  a full and an empty mbarrier per stage); warp 1 builds the
+                  schedule before the roles split; warps 1-3 idle after it.
     warpgroups 1-2  the consumers: each runs WGMMAs for 64 rows of the 128-row tile
                   (fp32 accumulators in registers), then both convert their
                   accumulators to the output type, stage them in shared memory in
@@ -37,22 +58,10 @@ part in the loads (its half of B serves its peer), skips its WGMMAs and its epil
 No TMA load box lies wholly outside its tensor: such a CTA loads its group's first
 A tile, and the host uses pairs only when the last N-tile's second half of B starts
 inside B (`pairs_fit`).
-
-Scheduler: a grid-constant table `sched` (G, 3) of Int32 per group:
-    [TILE_END]   cumulative count of cluster tiles (cluster_m M-tiles x one N-tile)
-                 up to and including group g
-    [ROW_START]  first row of group g in `a` and `out`
-    [ROWS]       rows of group g (0 allowed: the group has no tiles)
-Tiles are numbered group by group and, within a group, M-tile fastest, so the
-CTAs working at the same time on a group share the same B tile through L2.
-Cluster c takes cluster tiles c, c + clusters, c + 2 clusters, ... and finds their
-group by walking the table forward (a cluster's tiles only move forward). The
-table's contents change with `offs` without recompiling; its shape (G) is
-compile-time.
 """
 from __future__ import annotations
 
-from typing import Annotated, Tuple
+from typing import Tuple
 
 import cuda.bindings.driver as cuda
 
@@ -66,22 +75,21 @@ from cutlass.tensor_utils import LayoutEnum
 
 import gcdsl
 
+from .grouped_mm import MAX_GROUPS  # a lane of the schedule warp holds G / 32 groups in registers
+
 TILE_M = 128
 TILE_K = 64
 TILE_NS = (128, 256)
 EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
 
-# columns of the scheduler table
-TILE_END, ROW_START, ROWS = 0, 1, 2
-SCHED_COLUMNS = 3
-
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
 CONSUMER_WARPS = 8
+SCHEDULE_WARP = 1  # builds the schedule from offs while warp 0 prefetches descriptors
 FIRST_CONSUMER_WARP = 4
 EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
 MAX_STAGES = 8
-BARRIER_BYTES = 1024  # mbarriers and alignment slack
+HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
@@ -92,28 +100,31 @@ def pairs_fit(n: int, tile_n: int) -> bool:
     return n % tile_n == 0 or n % tile_n > tile_n // 2
 
 
-def output_swizzle(c_dtype) -> str:
-    """The swizzle of one 32-column output sub-tile in shared memory, as TMA names it.
+def groups_per_lane(groups: int) -> int:
+    """Groups each lane of the schedule warp reads: consecutive ones, G / 32 rounded up."""
+    return -(-groups // 32)
 
-    `sm90.make_smem_layout_epi` picks the widest swizzle the sub-tile's row holds:
-    32 x 2 bytes -> 64B, 32 x 4 bytes -> 128B. The per-group store descriptors
-    must be encoded with the same swizzle.
-    """
-    return {64: "64B", 128: "128B"}[EPI_TILE[1] * c_dtype.width // 8]
+
+def header_bytes(groups: int) -> int:
+    """Shared memory before the A/B ring: mbarriers, then the schedule's two Int32 columns."""
+    schedule = 4 * (2 * 32 * groups_per_lane(groups) + 1)  # tile_end, and row_end after a leading 0
+    return -(-(MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
 
 
 class HopperGroupedGemm:
     """One compiled configuration: dtypes, G, N, K, the tile's N extent, CTAs per cluster.
 
     `__call__` is the host function to `cute.compile`:
-        (a_ptr, b_ptr, c_ptr, m_total, c_descs, sched, num_ctas, stream)
-    with `c_descs` a `TensorMapTable(box=EPI_TILE, swizzle=output_swizzle(c_dtype))`
-    table of G entries and `sched` a (G, 3) Int32 `gcdsl.grid_constant` table.
+        (a_ptr, b_ptr, c_ptr, offs_ptr, m_total, num_ctas, stream)
+    with `c_ptr` the output's address moved back by M x N elements (the base of
+    the ragged store descriptor) and `offs_ptr` the (G,) Int32 group ends on the device.
     """
 
     def __init__(self, ab_dtype, c_dtype, groups: int, n: int, k: int, tile_n: int, cluster_m: int = 1) -> None:
-        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS or cluster_m not in (1, 2):
-            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, tile_n={tile_n}, cluster_m={cluster_m}")
+        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS or cluster_m not in (1, 2) \
+                or not 1 <= groups <= MAX_GROUPS:
+            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, G={groups}, tile_n={tile_n}, "
+                             f"cluster_m={cluster_m}")
         self.ab_dtype, self.c_dtype, self.acc_dtype = ab_dtype, c_dtype, cutlass.Float32
         self.groups, self.n, self.k = groups, n, k
         self.tile_mnk = (TILE_M, tile_n, TILE_K)
@@ -122,18 +133,20 @@ class HopperGroupedGemm:
         self.cluster_m = cluster_m
         self.n_tiles = -(-n // tile_n)
         self.k_tiles = -(-k // TILE_K)
+        self.lane_groups = groups_per_lane(groups)
         # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
         self.epi_stages = 4 if c_dtype.width == 16 else 2
         self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * c_dtype.width // 8 * self.epi_stages
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
         self.stage_bytes = (TILE_M + tile_n) * TILE_K * ab_dtype.width // 8
-        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - BARRIER_BYTES
+        self.header_bytes = header_bytes(groups)
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = min(MAX_STAGES, budget // self.stage_bytes)
 
     @property
     def smem_bytes(self) -> int:
-        """Shared memory of one CTA: barriers (padded to 1 KiB), the A/B ring, the output sub-tiles."""
-        return BARRIER_BYTES + self.stages * self.stage_bytes + self.epi_bytes
+        """Shared memory of one CTA: barriers and schedule, the A/B ring, the output sub-tiles."""
+        return self.header_bytes + self.stages * self.stage_bytes + self.epi_bytes
 
     @cute.jit
     def __call__(
@@ -141,9 +154,8 @@ class HopperGroupedGemm:
         a_ptr: cute.Pointer,
         b_ptr: cute.Pointer,
         c_ptr: cute.Pointer,
+        offs_ptr: cute.Pointer,
         m_total: cutlass.Int32,
-        c_descs: gcdsl.GridConstantTensor,
-        sched: gcdsl.GridConstantTensor,
         num_ctas: cutlass.Int32,
         stream: cuda.CUstream,
     ):
@@ -152,7 +164,10 @@ class HopperGroupedGemm:
         # Row-major torch tensors; only M is a runtime extent.
         a = cute.make_tensor(a_ptr, cute.make_layout((m_total, k), stride=(k, 1)))
         b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=(k, 1, n * k)))
-        c = cute.make_tensor(c_ptr, cute.make_layout((m_total, n), stride=(n, 1)))
+        # The ragged view of the output (see the module docstring): rows, columns and a
+        # third mode whose stride is also one row, from M rows before the output.
+        c = cute.make_tensor(c_ptr, cute.make_layout((m_total, n, m_total + 1), stride=(n, 1, n)))
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
 
         # Two consumer warpgroups, each a 64 x tile_n WGMMA tile, stacked along M.
         k_major = cute.nvgpu.OperandMajorMode.K
@@ -170,16 +185,18 @@ class HopperGroupedGemm:
         tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
         )
-        # The store template: copy op, dtype, box, swizzle and partitioning. Its own
-        # descriptor (over all of `out`) is never used; each group's comes from c_descs.
         tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), EPI_TILE
         )
 
+        table = 32 * self.lane_groups
+
         @cute.struct
         class SharedStorage:
             mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], 1024]
+            tile_end: cute.struct.MemRange[cutlass.Int32, table]
+            row_end: cute.struct.MemRange[cutlass.Int32, table + 1]  # entry 0 is 0: group g's start is row_end[g]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
             sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(b_smem)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(c_smem)], 1024]
 
@@ -187,7 +204,7 @@ class HopperGroupedGemm:
 
         self.kernel(
             tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
-            c_descs, sched, a_smem, b_smem, c_smem,
+            offs, m_total, a_smem, b_smem, c_smem,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
                  min_blocks_per_mp=1, stream=stream)
 
@@ -199,10 +216,10 @@ class HopperGroupedGemm:
         mA: cute.Tensor,  # TMA coordinates over a: (M, K)
         tma_b: cute.CopyAtom,
         mB: cute.Tensor,  # TMA coordinates over b: (N, K, G)
-        tma_c: cute.CopyAtom,  # store template; descriptors come from c_descs
-        mC: cute.Tensor,  # TMA coordinates over one group's output: (rows, N)
-        c_descs: Annotated[cute.Tensor, gcdsl.GridConstant],
-        sched: Annotated[cute.Tensor, gcdsl.GridConstant],
+        tma_c: cute.CopyAtom,
+        mC: cute.Tensor,  # TMA coordinates over the ragged output: (M, N, M + 1)
+        offs: cute.Tensor,  # (G,) Int32 group ends, in global memory
+        m_total: cutlass.Int32,
         a_smem: cute.ComposedLayout,
         b_smem: cute.ComposedLayout,
         c_smem: cute.ComposedLayout,
@@ -222,6 +239,7 @@ class HopperGroupedGemm:
         if warp == 0:
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
+            cpasync.prefetch_descriptor(tma_c)
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -240,6 +258,12 @@ class HopperGroupedGemm:
         )
         pipeline.pipeline_init_arrive(cluster_shape_mn=(cluster_m, 1), is_relaxed=True)
 
+        table = 32 * self.lane_groups
+        tile_end = storage.tile_end.get_tensor(cute.make_layout(table))
+        row_end = storage.row_end.get_tensor(cute.make_layout(table + 1))
+        if warp == SCHEDULE_WARP:
+            self.build_schedule(offs, m_total, tile_end, row_end)
+
         sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         sC = storage.sC.get_tensor(c_smem.outer, swizzle=c_smem.inner)
@@ -251,8 +275,10 @@ class HopperGroupedGemm:
             tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
-        total_tiles = sched[self.groups - 1, TILE_END]  # in units of cluster tiles
         pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
+        if cutlass.const_expr(cluster_m > 1):
+            cute.arch.sync_threads()  # the cluster wait above follows a relaxed arrive: order the schedule's writes
+        total_tiles = tile_end[table - 1]  # in units of cluster tiles (entries past G add none)
 
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
@@ -262,13 +288,13 @@ class HopperGroupedGemm:
                 tile = cluster_idx
                 group = cutlass.Int32(0)
                 while tile < total_tiles:
-                    group, m_pair, n_tile = self.locate(sched, tile, group)
+                    group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
                     m_tile = m_pair * cluster_m + rank
                     # A rows from the group's first row: not a multiple of the tile. A CTA
                     # without rows (second of a pair) loads the group's first tile instead:
                     # its data is never used, and no TMA box lies wholly outside `a`.
-                    first_row = sched[group, ROW_START]
-                    if m_tile * tile_m < sched[group, ROWS]:
+                    first_row = start
+                    if m_tile * tile_m < rows:
                         first_row += m_tile * tile_m
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                     tAsA, tAgA = cpasync.tma_partition(
@@ -322,10 +348,10 @@ class HopperGroupedGemm:
             tile = cluster_idx
             group = cutlass.Int32(0)
             while tile < total_tiles:
-                group, m_pair, n_tile = self.locate(sched, tile, group)
+                group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
                 m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
                 # of a pair on an odd last M-tile: it only keeps the pipeline moving
-                rows_here = sched[group, ROWS] - m_tile * tile_m - half * 64
+                rows_here = rows - m_tile * tile_m - half * 64
                 if rows_here > 0:
                     acc.fill(0.0)
                     warpgroup.fence()
@@ -361,9 +387,11 @@ class HopperGroupedGemm:
 
                 # ---- epilogue: sub-tiles of 128 x 32 through shared memory, TMA store ----
                 # (none for the second CTA of a pair that has no rows: the whole CTA skips it)
-                if sched[group, ROWS] > m_tile * tile_m:
-                    store_desc = gcdsl.tma_desc_ptr(c_descs, group, template=tma_c)
-                    gC = cute.zipped_divide(cute.local_tile(mC, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
+                if rows > m_tile * tile_m:
+                    # The group's rows through the ragged descriptor: row coordinate
+                    # m_total - rows + r, third coordinate start + rows; rows r >= rows clip.
+                    mC_group = cute.domain_offset((m_total - rows, 0), mC[(None, None, start + rows)])
+                    gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
                     bSG_sC, bSG_gC = cpasync.tma_partition(
                         tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
                     )
@@ -378,8 +406,7 @@ class HopperGroupedGemm:
                         EPILOGUE_BARRIER.arrive_and_wait()
                         if warp == FIRST_CONSUMER_WARP:
                             with cute.arch.elect_one():
-                                cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))],
-                                          tma_desc_ptr=store_desc)
+                                cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
                                 cute.arch.cp_async_bulk_commit_group()
                                 # the store issued epi_stages sub-tiles ago has read its buffer
                                 cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
@@ -391,16 +418,67 @@ class HopperGroupedGemm:
                     cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
-    def locate(self, sched: cute.Tensor, tile: cutlass.Int32, group: cutlass.Int32) -> Tuple:
-        """(group, m_step, n_tile) of cluster tile `tile`, searching forward from `group`.
+    def build_schedule(self, offs: cute.Tensor, m_total: cutlass.Int32, tile_end: cute.Tensor,
+                       row_end: cute.Tensor):
+        """One warp: the clamped group ends and cumulative cluster tiles, from `offs`, into shared memory.
+
+        Lane l owns groups l * c .. l * c + c - 1 (c = `lane_groups`); groups past G
+        read offs[G - 1] again, so they end where the last group ends and add no tile.
+        Each lane scans its own groups in registers; two warp scans (a running max of
+        the ends, a sum of the tiles) give it what the lanes before it hold.
+        """
+        c = self.lane_groups
+        lane = cute.arch.lane_idx()
+        ends = cute.make_rmem_tensor((c,), cutlass.Int32)
+        tiles = cute.make_rmem_tensor((c,), cutlass.Int32)
+        lane_max = cutlass.Int32(0)
+        for j in cutlass.range_constexpr(c):  # every load in flight before the first use
+            ends[j] = offs[cutlass.min(lane * c + j, self.groups - 1)]
+        for j in cutlass.range_constexpr(c):
+            lane_max = cutlass.max(lane_max, ends[j])
+        # the largest end of the lanes before this one: where its first group starts
+        run = lane_max
+        for step in cutlass.range_constexpr(5):
+            run = cutlass.max(run, cute.arch.shuffle_sync_up(run, 1 << step))  # lanes < step keep their own
+        before = cute.arch.shuffle_sync_up(run, 1)
+        if lane == 0:
+            before = cutlass.Int32(0)
+        rows_per_step = TILE_M * self.cluster_m
+        previous = cutlass.min(before, m_total)
+        lane_tiles = cutlass.Int32(0)
+        for j in cutlass.range_constexpr(c):
+            before = cutlass.max(before, ends[j])
+            end = cutlass.min(before, m_total)
+            lane_tiles += (end - previous + rows_per_step - 1) // rows_per_step * self.n_tiles
+            ends[j] = end
+            tiles[j] = lane_tiles
+            previous = end
+        total = lane_tiles
+        for step in cutlass.range_constexpr(5):
+            other = cute.arch.shuffle_sync_up(total, 1 << step)
+            if lane >= (1 << step):
+                total += other
+        tiles_before = total - lane_tiles
+        for j in cutlass.range_constexpr(c):
+            tile_end[lane * c + j] = tiles_before + tiles[j]
+            row_end[lane * c + j + 1] = ends[j]
+        if lane == 0:
+            row_end[0] = cutlass.Int32(0)
+
+    @cute.jit
+    def locate(self, tile_end: cute.Tensor, row_end: cute.Tensor, tile: cutlass.Int32,
+               group: cutlass.Int32) -> Tuple:
+        """(group, m_step, n_tile, start, rows) of cluster tile `tile`, searching forward from `group`.
 
         A cluster tile spans `cluster_m` M-tiles: its CTAs take M-tiles
         `m_step * cluster_m + rank`. Groups of 0 rows end where they start and are
         stepped over.
         """
-        while tile >= sched[group, TILE_END]:
+        while tile >= tile_end[group]:
             group += 1
+        start = row_end[group]
+        rows = row_end[group + 1] - start
         rows_per_step = TILE_M * self.cluster_m
-        m_steps = (sched[group, ROWS] + rows_per_step - 1) // rows_per_step
-        local = tile - (sched[group, TILE_END] - m_steps * self.n_tiles)
-        return group, local % m_steps, local // m_steps
+        m_steps = (rows + rows_per_step - 1) // rows_per_step
+        local = tile - (tile_end[group] - m_steps * self.n_tiles)
+        return group, local % m_steps, local // m_steps, start, rows

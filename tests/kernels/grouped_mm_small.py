@@ -4,7 +4,7 @@
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
 
-Groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
+`offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs and pairs,
 both tiles, bf16 and fp32 outputs. Exits 1 if a result is wrong.
 """
@@ -28,7 +28,7 @@ def main() -> int:
         for out_dtype in (torch.bfloat16, torch.float32):
             for cluster_m in (1, 2):
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
-                grouped_mm_into(a, b, ends, out, cluster_m=cluster_m)
+                grouped_mm_into(a, b, ends.cuda(), out, cluster_m=cluster_m)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()

@@ -1,0 +1,372 @@
+"""W6: an MoE layer as models run it, the grouped GEMM swapped: torch, gcdsl, quack-kernels.
+
+The layer is `benchmarks/moe_layer.py`: router, top-k, tokens per expert and `offs`
+on the GPU, permutation, gate-up grouped GEMM, SwiGLU, down grouped GEMM, weighted
+combine. The same code for every variant; only `grouped_mm` differs:
+`torch._grouped_mm`, `gcdsl.ops.grouped_mm`, quack-kernels' `gemm(cu_seqlens_m=...)`
+(its default configuration; skipped where `quack` is not importable).
+
+Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8), DeepSeek-V3 at
+8-way expert parallelism (E 32, H 7168, I 2048, top-8), Mixtral-8x7B (E 8, H 4096,
+I 14336, top-2); tokens 1, 64, 512, 4096.
+
+Method
+- Every variant's output is checked against a float32 reference of the same layer
+  (max |out - ref| / max |ref| <= 2e-2) before it is timed.
+- Eager: `--calls` layer calls back to back, each on new tokens (a pool of 8 inputs,
+  so new routing every call), CUDA events around the batch: microseconds per layer
+  with host and device overlapping as in a model.
+- Graph: the layer captured once per variant in `torch.cuda.graph`; each replay
+  follows a copy of the next input into the captured input (so new routing too).
+- Rounds: every (shape, tokens) point times its variants in turn, `--rounds` times;
+  the median over rounds is reported.
+- GEMMs only: device time of the two grouped GEMMs on one routed problem
+  (`harness.time_device_ms`), and at 1 and 64 tokens the active experts' weight
+  bytes / that time as a fraction of the device-to-device copy bandwidth.
+- Host: one `grouped_mm` call's host time (time.perf_counter, the GPU idle before
+  it) at G in 1, 8, 32, 128, 256 with `offs` on the GPU (and on the CPU for gcdsl).
+
+    python benchmarks/w6_moe_layer.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 5]
+
+Writes benchmarks/results/W6.json (machine, commit, every sample) and W6.png.
+Exit status 1 if a variant FAILED or raised.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.harness import (  # noqa: E402  (imports no DSL)
+    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms,
+)
+from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
+from benchmarks.moe_layer import GROUPED_MMS, SHAPES, MoEWeights, moe_forward, moe_reference, route  # noqa: E402
+
+TOKENS = (1, 64, 512, 4096)
+HBM_TOKENS = (1, 64)
+HOST_GROUPS = (1, 8, 32, 128, 256)
+POOL = 8  # distinct inputs cycled through: new routing on every call
+TOLERANCE = 2e-2
+
+
+def available(variant: str) -> bool:
+    if variant != "quack":
+        return True
+    try:
+        import quack.gemm_interface  # noqa: F401  (importable: the variant runs)
+    except Exception:
+        return False
+    return True
+
+
+class Point:
+    """One (shape, tokens): weights, a pool of inputs, the reference output of input 0."""
+
+    def __init__(self, shape, tokens: int, seed: int = 0) -> None:
+        import torch
+
+        self.shape, self.tokens = shape, tokens
+        self.w = MoEWeights.random(shape, torch.bfloat16, seed)
+        g = torch.Generator(device="cuda").manual_seed(seed + 1)
+        self.pool = [torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
+                     for _ in range(POOL)]
+        self.ref = moe_reference(self.pool[0], self.w, shape.top_k)
+
+    def error(self, out) -> float:
+        return ((out.float() - self.ref).abs().max() / self.ref.abs().max()).item()
+
+
+def eager_timer(p: Point, gmm: Callable, calls: int) -> Callable[[], float]:
+    import torch
+
+    def once() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for i in range(calls):
+            moe_forward(p.pool[i % POOL], p.w, p.shape.top_k, gmm)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / calls
+
+    return once
+
+
+def graph_timer(p: Point, gmm: Callable, calls: int) -> Callable[[], float]:
+    import torch
+
+    x = p.pool[0].clone()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        moe_forward(x, p.w, p.shape.top_k, gmm)  # warm-up on a side stream, as torch asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = moe_forward(x, p.w, p.shape.top_k, gmm)
+    # the replay is checked like the eager call: input 0 through the graph
+    graph.replay()
+    torch.cuda.synchronize()
+    graph_err = p.error(out)
+    if not graph_err <= TOLERANCE:
+        raise AssertionError(f"graph replay: relative error {graph_err:.2e}")
+    x.copy_(p.pool[1])
+    graph.replay()
+    want = moe_reference(p.pool[1], p.w, p.shape.top_k)
+    err1 = ((out.float() - want).abs().max() / want.abs().max()).item()
+    if not err1 <= TOLERANCE:
+        raise AssertionError(f"graph replay on new tokens: relative error {err1:.2e}")
+
+    def once() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for i in range(calls):
+            x.copy_(p.pool[i % POOL])
+            graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / calls
+
+    once.graph = graph  # keep the graph (and its pool) alive with the timer
+    return once
+
+
+def gemm_time(p: Point, gmm: Callable, reps: int) -> Dict[str, Any]:
+    """Device time of the layer's two grouped GEMMs on input 0's routing."""
+    import torch.nn.functional as F
+
+    x, w, k = p.pool[0], p.w, p.shape.top_k
+    weights, ids, offs = route(x, w.router, k)
+    order = ids.flatten().argsort(stable=True)
+    xs = x[order // k]
+    act = F.silu(gmm(xs, w.w13.transpose(-2, -1), offs).chunk(2, -1)[0]).contiguous()
+    b13, b2 = w.w13.transpose(-2, -1), w.w2.transpose(-2, -1)
+
+    def both():
+        gmm(xs, b13, offs)
+        gmm(act, b2, offs)
+
+    stats = time_device_ms(both, reps, warmup=3)
+    active = int((offs.diff(prepend=offs.new_zeros(1)) > 0).sum())
+    return {"stats": stats, "active_experts": active, "weight_bytes": p.shape.weight_bytes(active)}
+
+
+def host_times(variants: List[str], reps: int) -> List[Dict[str, Any]]:
+    """One grouped_mm call's host time at several G (N 1536, K 2048, 8 rows a group)."""
+    import torch
+
+    rows = []
+    for groups in HOST_GROUPS:
+        a = torch.randn(8 * groups, 2048, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(groups, 1536, 2048, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+        offs = torch.arange(1, groups + 1, device="cuda", dtype=torch.int32) * 8
+        cases = [(v, offs) for v in variants] + [("gcdsl, offs on the CPU", offs.cpu())]
+        for name, o in cases:
+            gmm = GROUPED_MMS[name.split(",")[0]]
+            for _ in range(3):
+                gmm(a, b, o)
+            samples = []
+            for _ in range(reps):
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                gmm(a, b, o)
+                samples.append((time.perf_counter() - t0) * 1e6)
+            torch.cuda.synchronize()
+            rows.append({"groups": groups, "variant": name, "host_us": summarize(samples)})
+    return rows
+
+
+def run(args) -> Report:
+    import torch
+
+    from benchmarks import harness
+
+    variants = ["torch", "gcdsl", "quack"]
+    report = Report("W6", "MoE layer: router, grouped GEMMs, SwiGLU, combine; torch vs gcdsl vs quack",
+                    config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
+                            "quack": "gemm(cu_seqlens_m=..., tuned=False)"})
+    copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]  # read + write
+    shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
+    for shape in shapes:
+        for t in tokens:
+            p = Point(shape, t)
+            print(f"\n{shape.name}, {t} tokens ({t * shape.top_k} routed rows)", flush=True)
+            timers: Dict[tuple, Callable[[], float]] = {}
+            for v in variants:
+                if not available(v):
+                    for mode in ("eager", "graph"):
+                        report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=SKIPPED,
+                                   detail="quack-kernels is not installed")
+                    continue
+                gmm = GROUPED_MMS[v]
+                try:
+                    err = p.error(moe_forward(p.pool[0], p.w, shape.top_k, gmm))
+                    if not err <= TOLERANCE:
+                        raise AssertionError(f"relative error {err:.2e}")
+                    timers[(v, "eager")] = eager_timer(p, gmm, args.calls)
+                    timers[(v, "graph")] = graph_timer(p, gmm, args.calls)
+                    gemms = gemm_time(p, gmm, args.reps)
+                    report.add(shape=shape.name, tokens=t, variant=v, mode="gemms", status=OK, err=err,
+                               us=gemms["stats"]["median"] * 1e3, stats=gemms["stats"],
+                               active_experts=gemms["active_experts"], weight_bytes=gemms["weight_bytes"],
+                               hbm_fraction=(gemms["weight_bytes"] / (gemms["stats"]["median"] * 1e-3) / 1e9 / copy_gbps
+                                             if t in HBM_TOKENS else None))
+                except Exception as exc:  # noqa: BLE001  (a failing variant is reported, not fatal)
+                    status = FAILED if isinstance(exc, AssertionError) else ERROR
+                    print(f"  {v}: {status}: {exc}")
+                    if args.verbose:
+                        traceback.print_exc()
+                    for mode in ("eager", "graph"):
+                        report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=status, detail=str(exc))
+            samples: Dict[tuple, List[float]] = {key: [] for key in timers}
+            for _ in range(args.rounds):  # alternating rounds: every variant once per round
+                for key, once in timers.items():
+                    samples[key].append(once())
+            for (v, mode), s in samples.items():
+                row = report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=OK,
+                                 us=statistics.median(s), rounds=summarize(s))
+                print(f"  {v:6s} {mode:6s} {row['us']:9.1f} us/layer  [{min(s):.1f}-{max(s):.1f}]", flush=True)
+            del timers, p
+            torch.cuda.empty_cache()
+    report.config["host"] = host_times([v for v in variants if available(v)], args.host_reps)
+    summarize_report(report, shapes, tokens)
+    report.config["plot"] = _plot(report, harness.machine_info())
+    return report
+
+
+def _get(report: Report, shape: str, t: int, v: str, mode: str, key: str = "us"):
+    for r in report.rows:
+        if (r["shape"], r["tokens"], r["variant"], r["mode"]) == (shape, t, v, mode) and r["status"] == OK:
+            return r.get(key)
+    return None
+
+
+def summarize_report(report: Report, shapes, tokens) -> None:
+    for mode in ("eager", "graph", "gemms"):
+        print(f"\n{mode}: microseconds {'per layer' if mode != 'gemms' else 'of the two grouped GEMMs (device)'}; "
+              "ratio = peer time / gcdsl time")
+        rows = []
+        for s in shapes:
+            for t in tokens:
+                ours = _get(report, s.name, t, "gcdsl", mode)
+                row = [s.name, t]
+                for v in ("torch", "gcdsl", "quack"):
+                    us = _get(report, s.name, t, v, mode)
+                    row.append(f"{us:.1f}" if us else "-")
+                for v in ("torch", "quack"):
+                    us = _get(report, s.name, t, v, mode)
+                    row.append(f"{us / ours:.2f}x" if us and ours else "-")
+                rows.append(row)
+        print(table(["shape", "tokens", "torch", "gcdsl", "quack", "vs torch", "vs quack"], rows))
+    print("\nthe two GEMMs at decode: active experts' weight bytes / device time, of the copy bandwidth "
+          f"({report.config['copy_gbps']:.0f} GB/s)")
+    rows = [[s.name, t, _get(report, s.name, t, "gcdsl", "gemms", "active_experts")]
+            + [f"{f:.1%}" if (f := _get(report, s.name, t, v, "gemms", "hbm_fraction")) else "-"
+               for v in ("torch", "gcdsl", "quack")]
+            for s in shapes for t in tokens if t in HBM_TOKENS]
+    print(table(["shape", "tokens", "active experts", "torch", "gcdsl", "quack"], rows))
+    print("\nhost microseconds of one grouped_mm call (median; N 1536, K 2048, 8 rows a group)")
+    host = report.config["host"]
+    names = list(dict.fromkeys(r["variant"] for r in host))
+    print(table(["G"] + names, [[g] + [f"{r['host_us']['median']:.1f}" for n in names for r in host
+                                       if r["groups"] == g and r["variant"] == n] for g in HOST_GROUPS]))
+    checks = []
+    for s in shapes:
+        for t in tokens:
+            for mode in ("eager", "graph"):
+                ours = _get(report, s.name, t, "gcdsl", mode)
+                for v in ("torch", "quack"):
+                    theirs = _get(report, s.name, t, v, mode)
+                    if ours and theirs:
+                        checks.append([s.name, t, mode, f"vs {v}", f"{theirs / ours:.2f}x", ">= 1.00x",
+                                       "met" if theirs >= ours else "MISSED"])
+    for g in HOST_GROUPS:
+        ours = [r for r in host if r["groups"] == g and r["variant"] == "gcdsl"]
+        theirs = [r for r in host if r["groups"] == g and r["variant"] == "torch"]
+        if ours and theirs:
+            a, b = ours[0]["host_us"]["median"], theirs[0]["host_us"]["median"]
+            checks.append(["host", g, "call", "vs torch", f"{b / a:.2f}x", ">= 1.00x", "met" if b >= a else "MISSED"])
+    print("\ntargets")
+    print(table(["shape", "tokens", "mode", "what", "measured", "target", ""], checks))
+    report.notes += [" ".join(str(c) for c in row) for row in checks]
+
+
+def _plot(report: Report, machine: Dict[str, Any]):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    from benchmarks.harness import RESULTS
+
+    points = sorted({(r["shape"], r["tokens"]) for r in report.rows}, key=lambda p: (p[0], p[1]))
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
+    for ax, mode in zip(axes, ("eager", "graph")):
+        for i, v in enumerate(("torch", "gcdsl", "quack")):
+            ys = []
+            for s, t in points:
+                ours, theirs = _get(report, s, t, "gcdsl", mode), _get(report, s, t, v, mode)
+                ys.append(ours / theirs if ours and theirs else 0)  # speed relative to gcdsl
+            ax.bar([x + i * 0.27 for x in range(len(points))], ys, 0.27, label=v)
+        ax.set_xticks([x + 0.27 for x in range(len(points))])
+        ax.set_xticklabels([f"{s.split('-')[0]}\n{t}" for s, t in points], fontsize=7)
+        ax.set_title(f"{mode}: layer speed relative to gcdsl (higher is faster)", fontsize=9)
+        ax.axhline(1.0, color="k", lw=0.5)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"W6 MoE layer ({machine.get('gpu', 'GPU')})", fontsize=10)
+    fig.tight_layout()
+    os.makedirs(RESULTS, exist_ok=True)
+    path = os.path.join(RESULTS, "W6.png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="W6 MoE layer benchmark (see the module docstring)")
+    p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
+    p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,64,512,4096)")
+    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
+    p.add_argument("--host-reps", type=int, default=50)
+    p.add_argument("--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from benchmarks import harness
+
+    args = parse_args(argv)
+    if not harness.has_gpu():
+        print("W6 needs a CUDA GPU (Hopper); nothing to do here.")
+        return 0
+    machine = harness.machine_info()
+    print(f"W6 on {machine.get('gpu')} | driver {machine.get('driver')} | nvidia-cutlass-dsl "
+          f"{machine.get('nvidia_cutlass_dsl')} | torch {machine.get('torch')} | quack-kernels "
+          f"{harness._version('quack-kernels')} | git {machine.get('gcdsl_git')}")
+    started = time.perf_counter()
+    report = run(args)
+    machine["quack_kernels"] = harness._version("quack-kernels")
+    report.config["wall_s"] = round(time.perf_counter() - started, 1)
+    path = report.write(machine)
+    print(f"\nwrote {os.path.relpath(path, os.path.dirname(HERE))} ({report.config['wall_s']} s)")
+    return 1 if any(r.get("status") in (FAILED, ERROR) for r in report.rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Seeded bugs in the grouped GEMM kernel, and the GPU tests that must catch each.
+
+    python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
+    python -m tests.grouped_mm_mutations rows_plus_one
+
+Each mutation is one textual edit of `gcdsl/ops/hopper_grouped_gemm.py` in a copy
+of the tree (the kernel's source is read from its file, so the copy is what
+compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
+first failure. A mutation that leaves them green is a hole in the tests: the run
+exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
+small case instead and must make it report.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm.py")
+TESTS = ["tests/test_grouped_mm.py", "-x", "-q", "-p", "no:cacheprovider",
+         "-k", "edges or clamped or graph or (ragged and 64 and 392)"]
+
+# name: (text in the kernel, its replacement)
+MUTATIONS: Dict[str, Tuple[str, str]] = {
+    # the schedule
+    "rows_plus_one": ("rows = row_end[group + 1] - start", "rows = row_end[group + 1] - start + 1"),
+    "offs_of_next_group": ("offs[cutlass.min(lane * c + j, self.groups - 1)]",
+                           "offs[cutlass.min(lane * c + j + 1, self.groups - 1)]"),
+    "no_clamp_to_m": ("end = cutlass.min(before, m_total)", "end = before"),
+    "scan_without_lane_guard": ("            if lane >= (1 << step):\n                total += other",
+                                "            total += other"),
+    "row_end_shifted": ("row_end[lane * c + j + 1] = ends[j]", "row_end[lane * c + j] = ends[j]"),
+    # the ragged store
+    "store_third_coordinate_minus_one": ("mC[(None, None, start + rows)]", "mC[(None, None, start + rows - 1)]"),
+    "store_rows_unclipped": ("(m_total - rows, 0)", "(m_total - rows - 1, 0)"),
+    # the A rows
+    "a_from_group_start_plus_one": ("                    first_row = start\n",
+                                    "                    first_row = start + 1\n"),
+}
+SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
+    # the schedule read before every thread knows it is written
+    "schedule_unsynchronized": ("        pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA\n"
+                                "        if cutlass.const_expr(cluster_m > 1):\n"
+                                "            cute.arch.sync_threads()",
+                                "        if cutlass.const_expr(False):\n            pass"),
+}
+
+
+def run(name: str) -> bool:
+    """True when the mutation is caught."""
+    old, new = {**MUTATIONS, **SANITIZER_MUTATIONS}[name]
+    with tempfile.TemporaryDirectory(prefix=f"gcdsl-mutant-{name}-") as tmp:
+        copy = os.path.join(tmp, "tree")
+        shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".gpu", "__pycache__", "results"))
+        path = os.path.join(copy, KERNEL)
+        with open(path) as f:
+            text = f.read()
+        if text.count(old) != 1:
+            print(f"{name}: the text to mutate occurs {text.count(old)} times; update the mutation")
+            return False
+        with open(path, "w") as f:
+            f.write(text.replace(old, new))
+        env = {**os.environ, "PYTHONPATH": copy + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               "CUTE_DSL_NO_CACHE": "1"}
+        if name in SANITIZER_MUTATIONS:
+            cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
+                   sys.executable, "-m", "tests.kernels.grouped_mm_small"]
+        else:
+            cmd = [sys.executable, "-m", "pytest", *TESTS]
+        proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+        caught = proc.returncode != 0
+        print(f"{name}: {'caught' if caught else 'NOT CAUGHT'} ({tail[0][:160]})", flush=True)
+        return caught
+
+
+def main(argv=None) -> int:
+    names = (argv if argv is not None else sys.argv[1:]) or list(MUTATIONS) + list(SANITIZER_MUTATIONS)
+    missed = [name for name in names if not run(name)]
+    print(f"{len(names) - len(missed)} of {len(names)} mutations caught" + (f"; missed: {missed}" if missed else ""))
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
