@@ -6,7 +6,7 @@ Shapes (rows per group x G, N, K); `a` is (sum M, K), `b` is (G, K, N) K-major:
     S2  256 x 8     N 4096  K 7168     S5   64 x 64   N 7168  K 2048
     S3 2048 x 8     N 4096  K 7168     S6  16 ragged groups (2916 rows), N 4096, K 4096
 
-Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the CPU, its own choice
+Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the GPU, its own choice
 of tile and cluster; gcdsl bf16 also with each of 128x128/128x256 tiles and single CTAs or
 pairs forced, the data behind that choice); torch._grouped_mm
 bf16 and fp16; a loop of torch.mm over the groups (bf16); upstream CuTe DSL's Hopper
@@ -255,7 +255,8 @@ def measure(variant: str, p: Problem, args, upstream: Optional[Upstream], copy_g
     if variant in ("gcdsl_bf16", "gcdsl_fp16"):
         from gcdsl.ops.grouped_mm import pick_cluster_m, pick_tile_n
 
-        row["picked"] = f"t{pick_tile_n(p.n)}_c{pick_cluster_m(p.m, p.groups, p.n, pick_tile_n(p.n))}"
+        tile_n = pick_tile_n(p.n, p.m, p.groups, torch.cuda.get_device_properties(0).multi_processor_count)
+        row["picked"] = f"t{tile_n}_c{pick_cluster_m(p.m, p.groups, p.n, tile_n)}"
     if variant == "upstream_fp16" and upstream is None:
         row.update(status=SKIPPED, detail="GCDSL_UPSTREAM_EXAMPLES is not set")
         return row

@@ -24,7 +24,8 @@ Method
   (`harness.time_device_ms`), and at 1 and 64 tokens the active experts' weight
   bytes / that time as a fraction of the device-to-device copy bandwidth.
 - Host: one `grouped_mm` call's host time (time.perf_counter, the GPU idle before
-  it) at G in 1, 8, 32, 128, 256 with `offs` on the GPU (and on the CPU for gcdsl).
+  it) at G in 1, 8, 32, 128, 256 with `offs` on the GPU (and on the CPU for gcdsl,
+  and gcdsl's compiled host function alone), in interleaved rounds.
 
     python benchmarks/w6_moe_layer.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 5]
 
@@ -161,29 +162,45 @@ def gemm_time(p: Point, gmm: Callable, reps: int) -> Dict[str, Any]:
     return {"stats": stats, "active_experts": active, "weight_bytes": p.shape.weight_bytes(active)}
 
 
-def host_times(variants: List[str], reps: int) -> List[Dict[str, Any]]:
-    """One grouped_mm call's host time at several G (N 1536, K 2048, 8 rows a group)."""
+def host_times(variants: List[str], reps: int, rounds: int = 5) -> List[Dict[str, Any]]:
+    """One grouped_mm call's host time at several G (N 1536, K 2048, 8 rows a group).
+
+    Every (G, variant) is timed `reps` times per round, in turn, for `rounds` rounds.
+    "gcdsl, compiled call" is the compiled host function alone (TVM-FFI, the DSL's
+    descriptor encoding, the launch), given the integers the Python side passes it.
+    """
     import torch
 
-    rows = []
+    from gcdsl.ops import grouped_mm as gm
+
+    cases = []
     for groups in HOST_GROUPS:
         a = torch.randn(8 * groups, 2048, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(groups, 1536, 2048, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
         offs = torch.arange(1, groups + 1, device="cuda", dtype=torch.int32) * 8
-        cases = [(v, offs) for v in variants] + [("gcdsl, offs on the CPU", offs.cpu())]
-        for name, o in cases:
-            gmm = GROUPED_MMS[name.split(",")[0]]
-            for _ in range(3):
-                gmm(a, b, o)
-            samples = []
+        for v in variants:
+            cases.append((groups, v, lambda a=a, b=b, offs=offs, gmm=GROUPED_MMS[v]: gmm(a, b, offs)))
+        host_offs = offs.cpu()
+        cases.append((groups, "gcdsl, offs on the CPU",
+                      lambda a=a, b=b, o=host_offs, gmm=GROUPED_MMS["gcdsl"]: gmm(a, b, o)))
+        launch = gm._launch_for(a, b, offs, None)
+        out = torch.empty(launch.out_shape, dtype=launch.out_dtype, device=a.device)
+        args = (a.data_ptr(), b.data_ptr(), out.data_ptr() - launch.c_back, offs.data_ptr(), launch.m, launch.ctas,
+                torch.cuda.current_stream().cuda_stream)
+        cases.append((groups, "gcdsl, compiled call", lambda kernel=launch.kernel, args=args, keep=out: kernel(*args)))
+    samples: Dict[tuple, List[float]] = {(g, v): [] for g, v, _ in cases}
+    for _, _, call in cases:
+        for _ in range(3):
+            call()
+    for _ in range(rounds):
+        for groups, v, call in cases:
             for _ in range(reps):
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
-                gmm(a, b, o)
-                samples.append((time.perf_counter() - t0) * 1e6)
-            torch.cuda.synchronize()
-            rows.append({"groups": groups, "variant": name, "host_us": summarize(samples)})
-    return rows
+                call()
+                samples[(groups, v)].append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return [{"groups": g, "variant": v, "host_us": summarize(s)} for (g, v), s in samples.items()]
 
 
 def run(args) -> Report:
@@ -343,7 +360,7 @@ def parse_args(argv=None):
     p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
-    p.add_argument("--host-reps", type=int, default=50)
+    p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

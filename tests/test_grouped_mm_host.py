@@ -101,6 +101,7 @@ def test_grid_bound_covers_every_offs(rows, n_tile, cluster_m):
 def test_pairs_only_when_groups_average_many_m_tiles():
     pick = gm.pick_cluster_m
     assert pick(8 * 2048, 8, 4096, 256) == 2  # 16 M-tiles a group: an odd last pair costs little
+    assert pick(32 * 1024, 32, 4096, 256) == 2  # 8 M-tiles a group
     assert pick(8 * 256, 8, 4096, 256) == 1  # 2 M-tiles a group: routing makes about half of them odd
     assert pick(64 * 64, 64, 7168, 256) == 1
     assert pick(gm.PAIR_ROWS_PER_GROUP * 20, 20, 4096, 256) == 2
@@ -136,6 +137,7 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
 
     monkeypatch.setattr(gm, "_plan_for", lambda *args, **kwargs: StubPlan())
     monkeypatch.setattr(gm, "_current_stream", lambda index: 7)
+    monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
     monkeypatch.setattr(gm.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
     monkeypatch.setattr(gm, "_LAUNCHES", {})
@@ -149,9 +151,14 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     assert reads and set(reads) <= metadata, sorted(set(reads) - metadata)
 
 
-def test_tile_heuristic_depends_on_n_only():
+def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
     assert [gm.pick_tile_n(n) for n in (64, 128, 256, 384, 512, 640, 4096, 7168, 1536)] == \
         [128, 128, 256, 128, 256, 128, 256, 256, 256]
+    # at most min(G, M) groups have rows: 8 x 6 tiles of 256 would leave most of 132 SMs idle
+    assert gm.pick_tile_n(1536, m=8, groups=128) == 128
+    assert gm.pick_tile_n(1536, m=512, groups=128) == 256  # 128 groups x 6 tiles
+    assert gm.pick_tile_n(4096, m=8, groups=32) == 256  # 8 x 16 = 128 tiles: about one wave already
+    assert gm.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and gm.pick_tile_n(2048, m=9, groups=128) == 256
 
 
 @pytest.mark.parametrize("tile_n", [128, 256])

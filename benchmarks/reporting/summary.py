@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import descriptors, grouped_gemm, host
+from . import descriptors, grouped_gemm, moe_layer, host
 from .fmt import Results, f1, f2, gpu_name, listing, pct, ratio, span
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "grid_constant")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "grid_constant")
 
 
 def machine_line(machine: Optional[Dict[str, Any]]) -> str:
@@ -95,6 +95,7 @@ def region_readme_measured(results: Results) -> str:
         text += _w4_sentence(results)
     if "W5" in results:
         text += grouped_gemm.readme_sentences(results)
+    text += moe_layer.readme_sentences(results)
     return "\n".join(text)
 
 

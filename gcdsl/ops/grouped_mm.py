@@ -30,12 +30,13 @@ multicast). The total M and `offs` are runtime values, so new offsets or new dat
 never recompile. Registered as the custom op `gcdsl::grouped_mm` (with a fake
 implementation), so it composes with `torch.compile`.
 
-Heuristics, from shapes alone (never `offs`). Tile (from N): 128x256, unless
-N <= 128 or the last 256-wide tile would be at most half full (N mod 256 in
-1..128): 128x128. Cluster (from M and G): pairs when a group averages at least
+Heuristics, from shapes alone (never `offs`). Tile: 128x256, unless N <= 128, the
+last 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups
+that can have rows (at most min(G, M)) make no more 256-wide tiles than half the SMs
+(decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (from M and G): pairs when a group averages at least
 `PAIR_ROWS_PER_GROUP` rows (a group whose M-tile count is odd leaves one CTA of
-its last pair idle: with about half the groups odd, that is at most 5% of the
-pairs' M-tiles) and N mod tile is 0 or more than half a tile (each CTA's half of
+its last pair idle: with about half the groups odd, that is one paired M-tile in 17
+at most) and N mod tile is 0 or more than half a tile (each CTA's half of
 the last B tile starts inside B), else single CTAs.
 """
 from __future__ import annotations
@@ -54,10 +55,10 @@ from ..diagnostics import Diag, GcdslError, SourceLocation
 # memory next to the pipeline (from 353 groups on it costs the 128x256 tile one of
 # its four stages), and one warp of 32 lanes reads offs at G / 32 values a lane.
 MAX_GROUPS = 1024
-# Pairs of CTAs when a group averages at least this many rows: 9.5 M-tiles of 128 a
-# group, so that the idle second CTA of about half the groups' last pairs is at most
-# 5% of the pairs' M-tiles.
-PAIR_ROWS_PER_GROUP = 1216
+# Pairs of CTAs when a group averages at least this many rows, 8 M-tiles of 128: with
+# about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, less
+# than pairs gain by halving B's traffic (W5: 3 to 12% at 16 M-tiles a group).
+PAIR_ROWS_PER_GROUP = 1024
 
 _AB_DTYPES = (torch.bfloat16, torch.float16)
 _OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -130,6 +131,7 @@ class _Launch:
         self.device = a.device
         if self.m == 0:
             return  # nothing to compute, nothing to compile
+        tile_n = tile_n or pick_tile_n(n, self.m, b.shape[0], _sm_count(a.device.index))
         with torch.cuda.device(a.device):  # compile and load in a's device context
             plan = _plan_for(a.dtype, self.out_dtype, b.shape[0], n, b.shape[1], a.device, tile_n)
         if cluster_m == 2 and not plan.pairs_fit:
@@ -282,9 +284,15 @@ def _caller() -> Optional[SourceLocation]:
 # ---------------------------------------------------------------------------------------
 # Compiled kernels and their tables, one per configuration
 # ---------------------------------------------------------------------------------------
-def pick_tile_n(n: int) -> int:
-    """128x256 tiles unless a 256-wide last tile would be at most half full."""
-    return 128 if n <= 128 or 0 < n % 256 <= 128 else 256
+def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, sms: int = 132) -> int:
+    """128x256 tiles unless a 256-wide last tile would be at most half full, or (given M
+    and G) the groups that can have rows, at most min(G, M), make no more 256-wide tiles
+    than half the SMs: at decode, 128-wide tiles put twice the CTAs to streaming B."""
+    if n <= 128 or 0 < n % 256 <= 128:
+        return 128
+    if m is not None and groups is not None and min(groups, m) * -(-n // 256) <= sms // 2:
+        return 128
+    return 256
 
 
 def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:
@@ -304,6 +312,11 @@ def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int)
 
     step = TILE_M * cluster_m
     return (m + min(groups, m) * (step - 1)) // step * -(-n // tile_n)
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(device_index: int) -> int:
+    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 @functools.lru_cache(maxsize=None)
@@ -353,8 +366,7 @@ class _Plan:
 _PLANS: Dict[Tuple, _Plan] = {}
 
 
-def _plan_for(ab_dtype, out_dtype, groups, n, k, device, tile_n=None) -> _Plan:
-    tile_n = tile_n or pick_tile_n(n)
+def _plan_for(ab_dtype, out_dtype, groups, n, k, device, tile_n) -> _Plan:
     key = (ab_dtype, out_dtype, groups, n, k, tile_n, device.index)
     plan = _PLANS.get(key)
     if plan is None:
