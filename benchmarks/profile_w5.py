@@ -20,7 +20,7 @@ def main(shape: str, dtype: str) -> None:
     dt = {"bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
     a = torch.randn(sum(rows), k, device="cuda", dtype=dt)
     b = torch.randn(len(rows), n, k, device="cuda", dtype=dt).transpose(-2, -1)
-    offs = torch.tensor(rows, dtype=torch.int32).cumsum(0).to(torch.int32)
+    offs = torch.tensor(rows, dtype=torch.int32).cumsum(0).to(torch.int32).cuda()  # as a router makes it
     for _ in range(3):
         gcdsl.ops.grouped_mm(a, b, offs)
     torch.cuda.synchronize()
