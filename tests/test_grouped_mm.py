@@ -55,10 +55,13 @@ def rel_err(out, ref):
 
 def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None):
     """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
-    from gcdsl.ops.grouped_mm import grouped_mm_into
+    from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
 
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype or a.dtype)
-    grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, cluster_m=cluster_m)
+    # a forced cluster size comes with the tile N alone picks (the shapes are chosen for it),
+    # not the 128-wide decode tile a small M would get
+    tile_n = pick_tile_n(b.shape[2]) if cluster_m else None
+    grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m)
     torch.cuda.synchronize()
     return out
 

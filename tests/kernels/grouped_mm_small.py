@@ -12,7 +12,7 @@ import sys
 
 import torch
 
-from gcdsl.ops.grouped_mm import grouped_mm_into
+from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
 
 
 def main() -> int:
@@ -28,7 +28,7 @@ def main() -> int:
         for out_dtype in (torch.bfloat16, torch.float32):
             for cluster_m in (1, 2):
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
-                grouped_mm_into(a, b, ends.cuda(), out, cluster_m=cluster_m)
+                grouped_mm_into(a, b, ends.cuda(), out, tile_n=pick_tile_n(n), cluster_m=cluster_m)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
