@@ -33,11 +33,11 @@ implementation), so it composes with `torch.compile`.
 Heuristics, from shapes alone (never `offs`). Tile: 128x256, unless N <= 128, the
 last 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups
 that can have rows (at most min(G, M)) make no more 256-wide tiles than half the SMs
-(decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (from M and G): pairs when a group averages at least
-`PAIR_ROWS_PER_GROUP` rows (a group whose M-tile count is odd leaves one CTA of
-its last pair idle: with about half the groups odd, that is one paired M-tile in 17
-at most) and N mod tile is 0 or more than half a tile (each CTA's half of
-the last B tile starts inside B), else single CTAs.
+(decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (from M
+and G): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
+whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
+groups odd, that is one paired M-tile in 17 at most) and N mod tile is 0 or more than
+half a tile (each CTA's half of the last B tile starts inside B), else single CTAs.
 """
 from __future__ import annotations
 
@@ -56,8 +56,8 @@ from ..diagnostics import Diag, GcdslError, SourceLocation
 # its four stages), and one warp of 32 lanes reads offs at G / 32 values a lane.
 MAX_GROUPS = 1024
 # Pairs of CTAs when a group averages at least this many rows, 8 M-tiles of 128: with
-# about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, less
-# than pairs gain by halving B's traffic (W5: 3 to 12% at 16 M-tiles a group).
+# about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
+# pairs make up for by halving B's traffic from L2 (W5's forced configurations show both).
 PAIR_ROWS_PER_GROUP = 1024
 
 _AB_DTYPES = (torch.bfloat16, torch.float16)
