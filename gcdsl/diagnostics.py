@@ -85,6 +85,12 @@ class GcdslError(Exception):
         self.hint = hint
         super().__init__(self._render())
 
+    def __reduce__(self):
+        # Exception pickles as cls(*self.args), and args holds only the rendered text:
+        # rebuild from the fields instead (pytest-xdist, compile worker pools).
+        return (_rebuild_error, (type(self), self.diag, self.message, self.location, self.param, self.hint),
+                self.__dict__)
+
     def at(self, location: SourceLocation) -> "GcdslError":
         """The same error, located."""
         return GcdslError(self.diag, self.message, location=location, param=self.param, hint=self.hint)
@@ -101,6 +107,10 @@ class GcdslError(Exception):
         if self.hint is not None:
             parts.append(f"  hint: {self.hint}")
         return "\n".join(parts)
+
+
+def _rebuild_error(cls, diag, message, location, param, hint) -> GcdslError:
+    return cls(diag, message, location=location, param=param, hint=hint)
 
 
 def check_constant_index(index: int, count: int, noun: str) -> int:

@@ -152,3 +152,30 @@ def test_the_spec_fingerprint_sits_just_before_the_table():
     maps = gcdsl.TensorMapTable(box=(64, 32))
     assert spec_fingerprint(maps.placeholder(5, cutlass.Float32).spec) != \
         spec_fingerprint(gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32).spec)
+
+
+@pytest.mark.parametrize("spelling", ["cutlass", "torch", "numpy type", "numpy dtype", "string"])
+def test_table_dtype_in_every_usual_spelling(spelling):
+    import cutlass
+    import torch
+
+    import gcdsl
+
+    dtype = {"cutlass": cutlass.Int32, "torch": torch.int32, "numpy type": np.int32,
+             "numpy dtype": np.dtype("int32"), "string": "int32"}[spelling]
+    table = gcdsl.grid_constant([[1, 2], [3, 4]], dtype=dtype)
+    assert table.dtype is cutlass.Int32 and table.numpy().dtype == np.int32
+
+
+def test_table_dtype_errors_say_what_to_pass():
+    import torch
+
+    import gcdsl
+
+    with pytest.raises(GcdslError) as info:
+        gcdsl.grid_constant([1, 2], dtype=torch.bfloat16)
+    assert info.value.diag is Diag.BAD_GRID_CONSTANT and info.value.param == "dtype"
+    assert "torch.int32" in info.value.hint and "'int32'" in info.value.hint
+    with pytest.raises(GcdslError) as info:
+        gcdsl.grid_constant([[1, 2], [3]])  # ragged rows
+    assert "same length" in info.value.hint

@@ -107,3 +107,17 @@ def test_an_explicit_tma_desc_ptr_of_none_means_none_for_a_runtime_pick():
     """`cute.copy(loads[k], ..., tma_desc_ptr=None)`, as helpers written for either kind of
     atom pass it, is the picked atom's own descriptor, not a duplicate keyword."""
     cute.compile(safety.launch_with_explicit_none, *mismatch.fake_sources())
+
+
+def test_errors_survive_pickling_with_every_field():
+    """pytest-xdist and compile worker pools send errors between processes."""
+    import pickle
+
+    from gcdsl.diagnostics import SourceLocation
+
+    err = GcdslError(Diag.BAD_OP_INPUT, "offs is wrong", location=SourceLocation(__file__, 3, 4),
+                     param="offs", hint="fix it")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is GcdslError and str(back) == str(err)
+    assert (back.diag, back.message, back.location, back.param, back.hint) == \
+        (err.diag, err.message, err.location, err.param, err.hint)

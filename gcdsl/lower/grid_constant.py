@@ -17,7 +17,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import math
-from typing import Any, Sequence, Tuple
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -229,6 +229,28 @@ def _row_major(shape: Sequence[int]) -> Tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def numpy_dtype(dtype: Any) -> Optional[np.dtype]:
+    """A table's element type as NumPy names it, from any of the spellings users reach for:
+    a `cutlass` type (`cutlass.Int32`), a torch dtype (`torch.int32`), a NumPy dtype or
+    type (`np.int32`), or a string (`"int32"`); None keeps the data's own."""
+    if dtype is None:
+        return None
+    if dtype in _DSL_TO_NUMPY:
+        return _DSL_TO_NUMPY[dtype]
+    if type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype":
+        dtype = str(dtype).rsplit(".", 1)[-1]  # torch.int32 -> "int32", without importing torch
+    try:
+        found = np.dtype(dtype)
+    except TypeError:
+        found = None
+    if found not in _NUMPY_TO_DSL:
+        names = ", ".join(str(d) for d in _NUMPY_TO_DSL)
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"a grid-constant table cannot hold elements of type {dtype!r}",
+                         param="dtype", hint=f"pass one of {names}, as a cutlass type (cutlass.Int32), a torch "
+                         "dtype (torch.int32), a NumPy dtype (np.int32) or a string ('int32')")
+    return found
+
+
 def _host_array(data: Any, dtype: Any) -> np.ndarray:
     if hasattr(data, "device") and hasattr(data, "cpu"):  # torch.Tensor
         if data.device.type != "cpu":
@@ -240,12 +262,15 @@ def _host_array(data: Any, dtype: Any) -> np.ndarray:
                 "table on the CPU (tensor.cpu() once), or pass it as an ordinary cute.Tensor",
             )
         data = data.detach().contiguous().numpy()
-    np_dtype = _DSL_TO_NUMPY.get(dtype, dtype) if dtype is not None else None
+    np_dtype = numpy_dtype(dtype)
     try:
         array = np.ascontiguousarray(np.asarray(data, dtype=np_dtype))
     except (TypeError, ValueError) as err:
+        ragged = "inhomogeneous" in str(err) or "sequence" in str(err)
         raise GcdslError(Diag.BAD_GRID_CONSTANT, f"cannot make a table of numbers from the data: {err}",
-                         hint="pass a torch CPU tensor, a NumPy array or a nested sequence of numbers") from None
+                         hint="every row of a nested sequence must have the same length (a table is a "
+                         "rectangular array); pad the short rows" if ragged else
+                         "pass a torch CPU tensor, a NumPy array or a nested sequence of numbers") from None
     if array.dtype not in _NUMPY_TO_DSL:
         raise GcdslError(
             Diag.BAD_GRID_CONSTANT,
