@@ -78,6 +78,7 @@ class Kernel:
     # -- calling -------------------------------------------------------------------------
 
     def __call__(self, *args: Any, **kwargs: Any) -> "_Launcher":
+        _warn_about_the_compile_target_once()
         with self._errors_at_user_lines():
             bound = self._signature.bind(*args, **kwargs)
             for name, param in self._analysis.of_kind(ParamKind.GRID_CONSTANT_TENSOR).items():
@@ -345,3 +346,20 @@ def _kind_of(obj: Any) -> str:
     if inspect.isclass(obj):
         return f"the class `{obj.__name__}`"
     return f"a {type(obj).__name__}"
+
+
+_TARGET_CHECKED = False
+
+
+def _warn_about_the_compile_target_once() -> None:
+    """A compile for the wrong GPU fails only where it runs: say so at the first kernel call."""
+    global _TARGET_CHECKED
+    if _TARGET_CHECKED:
+        return
+    _TARGET_CHECKED = True
+    problem = _dsl.compile_target_problem()
+    if problem:
+        import warnings
+
+        warnings.warn(f"gcdsl: {problem}. Set CUTE_DSL_ARCH (sm_90a for Hopper) in the environment, or in "
+                      "os.environ before the first `import cutlass`.", RuntimeWarning, stacklevel=3)

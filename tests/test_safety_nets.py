@@ -1,4 +1,5 @@
 """Safety nets: every error a user can cause names their file and line (no GPU needed)."""
+import os
 import re
 
 import pytest
@@ -121,3 +122,58 @@ def test_errors_survive_pickling_with_every_field():
     assert type(back) is GcdslError and str(back) == str(err)
     assert (back.diag, back.message, back.location, back.param, back.hint) == \
         (err.diag, err.message, err.location, err.param, err.hint)
+
+
+_TARGET_PROBE = """
+import os
+{before}
+import cutlass
+import cutlass.cute as cute
+{after}
+import gcdsl
+
+@gcdsl.kernel
+def fill(x: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    x[tidx] = cutlass.Float32(1.0)
+
+@cute.jit
+def host(x: cute.Tensor):
+    fill(x).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+cute.compile(host, cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,)))
+cute.compile(host, cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,)))
+"""
+
+
+def _target_warnings(tmp_path, before: str, after: str) -> list:
+    """The gcdsl warnings of a script that compiles one kernel twice (the source must be a file)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    script = tmp_path / f"probe_{abs(hash((before, after)))}.py"
+    script.write_text(_TARGET_PROBE.format(before=before, after=after))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
+    env.update(CUTE_DSL_NO_CACHE="1", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, "-W", "always", str(script)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [line for line in proc.stderr.splitlines() if "gcdsl: " in line]
+
+
+def test_a_compile_target_chosen_by_accident_is_said_once(tmp_path):
+    if _dsl_has_gpu():
+        pytest.skip("a GPU here: the DSL compiles for it")
+    unset = _target_warnings(tmp_path, "", "")
+    assert len(unset) == 1 and "CUTE_DSL_ARCH is unset" in unset[0] and "sm_100a" in unset[0]
+    late = _target_warnings(tmp_path, "", "os.environ['CUTE_DSL_ARCH'] = 'sm_90a'")
+    assert len(late) == 1 and "set after `import cutlass`" in late[0]
+    assert _target_warnings(tmp_path, "os.environ['CUTE_DSL_ARCH'] = 'sm_90a'", "") == []
+
+
+def _dsl_has_gpu() -> bool:
+    from gcdsl.lower import _dsl
+
+    return _dsl._has_gpu()

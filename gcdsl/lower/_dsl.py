@@ -316,6 +316,40 @@ def carry_like_a_list(cls: type) -> None:
                          lambda meta, items: cls(items, meta.param))
 
 
+# ---- the architecture the DSL compiles for ------------------------------------------
+
+def compile_target_problem() -> Optional[str]:
+    """Why the DSL may be compiling for another GPU than the user means, or None.
+
+    The DSL reads CUTE_DSL_ARCH once, when `cutlass` is imported (`envar._arch`),
+    and otherwise asks the driver on its first compile, falling back to sm_100a
+    where there is no GPU.
+    """
+    import os
+
+    wanted = os.environ.get("CUTE_DSL_ARCH")
+    read = _dsl_instance().envar._arch
+    if wanted and wanted != read:
+        return (f"CUTE_DSL_ARCH={wanted} was set after `import cutlass`; the DSL read it at import "
+                f"({'unset' if read is None else read}) and ignores the change")
+    if not wanted and not _has_gpu():
+        return "no GPU here and CUTE_DSL_ARCH is unset: the DSL compiles for sm_100a (Blackwell)"
+    return None
+
+
+def _has_gpu() -> bool:
+    import cuda.bindings.driver as driver
+
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception:  # no driver library at all (a machine without an NVIDIA driver)
+        return False
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return False
+    err, count = driver.cuDeviceGetCount()
+    return err == driver.CUresult.CUDA_SUCCESS and count > 0
+
+
 # ---- abandoning a kernel trace ----------------------------------------------------
 
 def _dsl_instance() -> Any:
