@@ -38,7 +38,7 @@ class Config:
         "GCDSL_DUMP_DIR", "path", "write each kernel's desugared source to `DIR/<kernel>.<file>.<line>.py`")
     frontend_debug: bool = _var(
         "GCDSL_FRONTEND_DEBUG", "flag",
-        "keep the full exception chain (through gcdsl and the DSL) on errors raised while tracing")
+        "keep gcdsl's own frames and the full exception chain (through gcdsl and the DSL) on its errors")
     update_golden: bool = _var(
         "GCDSL_UPDATE_GOLDEN", "flag", "tests: rewrite `tests/golden/` from the current front end")
     test_decorator: str = _var(

@@ -163,7 +163,15 @@ class Kernel:
     def _param_location(self, name: str) -> SourceLocation:
         return self._analysis.source.location(self._analysis.params[name].node)
 
-    def _location(self, filename: str, line: int) -> SourceLocation:
+    def _location(self, filename: str, line: int, param: Optional[str] = None) -> SourceLocation:
+        """The user's line; the column of `param`'s first rewritten subscript on it, if any
+        (so the caret sits under `loads[k]`, not at the statement's start)."""
+        lowered = self._analysis.params.get(param) if param else None
+        if lowered is not None and filename == self._analysis.source.filename:
+            nodes = [site.node for site in lowered.sites] + [node for node, _ in lowered.literals]
+            cols = [n.col_offset for n in nodes if self._analysis.source.location(n).line == line]
+            if cols:
+                return SourceLocation(filename, line, min(cols))
         return SourceLocation(filename, line, _indent(filename, line))
 
     def _user_line(self, rendered_line: int) -> Optional[int]:
@@ -190,12 +198,12 @@ class Kernel:
             raise
         except GcdslError as err:
             place = None if err.location is not None else self._user_place_in(err.__traceback__)
-            located = err.at(self._location(*place)) if place else err
-            if located is err:
-                raise
+            located = err.at(self._location(*place, param=err.param)) if place else err
             if config.get().frontend_debug:
+                if located is err:
+                    raise
                 raise located from err  # keep the chain through gcdsl and the DSL
-            raise located from None
+            raise located.with_traceback(None) from None  # the user's frames, not gcdsl's
         except Exception as err:
             place = self._user_place_in(err.__traceback__)
 
@@ -285,7 +293,7 @@ class _Launcher:
             self._launcher = kernel._dsl_launcher(self._bound, self._lowered, self._keywords)
         except GcdslError as err:
             site = kernel._user_place_in(need.__traceback__)
-            raise err.at(kernel._location(*site)) if site and err.location is None else err from None
+            raise err.at(kernel._location(*site, param=err.param)) if site and err.location is None else err from None
         kernel._learned.add(name)
 
     def __getattr__(self, name: str) -> Any:
@@ -327,6 +335,15 @@ def kernel(func: Optional[Callable] = None, **options: Any) -> Any:
 
 
 def _decorate(func: Any, check_bounds: Optional[bool], dsl_options: Dict[str, Any]) -> Kernel:
+    try:
+        return _make_kernel(func, check_bounds, dsl_options)
+    except GcdslError as err:
+        if config.get().frontend_debug:
+            raise
+        raise err.with_traceback(None) from None  # the error names the user's line; its frames are gcdsl's
+
+
+def _make_kernel(func: Any, check_bounds: Optional[bool], dsl_options: Dict[str, Any]) -> Kernel:
     binding = "function"
     if isinstance(func, (staticmethod, classmethod)):  # `@gcdsl.kernel` above `@staticmethod`
         binding = "static" if isinstance(func, staticmethod) else "class"

@@ -2,6 +2,9 @@
 
 Used by the tutorials to summarise a compile and by the tests to assert on the
 lowering. Plain text processing: no `cutlass` import.
+
+    compiled = cute.compile(host, *args, options="--keep-ptx")   # no dump folder needed
+    print(gcdsl.ptx.summary(gcdsl.ptx.of(compiled)))
 """
 from __future__ import annotations
 
@@ -98,6 +101,17 @@ class Entry:
             if operands and operands[0].strip() == register:
                 return m.group(0).strip()
         return None
+
+
+def of(compiled: object) -> str:
+    """The PTX of a function compiled with `cute.compile(..., options="--keep-ptx")`
+    (or with CUTE_DSL_KEEP=ptx in the environment before `import cutlass`)."""
+    text = getattr(compiled, "__ptx__", None)
+    if not text:
+        raise ValueError(f"{type(compiled).__name__} kept no PTX: compile it with "
+                         "cute.compile(fn, *args, options=\"--keep-ptx\"), or set CUTE_DSL_KEEP=ptx before "
+                         "`import cutlass`")
+    return text
 
 
 def entries(ptx: str) -> Dict[str, Entry]:

@@ -93,3 +93,33 @@ def test_ptx_is_reachable_from_the_package_without_importing_it():
     code = "import gcdsl, sys; assert 'cutlass' not in sys.modules; print(gcdsl.ptx.summary(''), 'ok')"
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_ptx_of_a_compiled_function_needs_no_dump_folder(tmp_path):
+    """`gcdsl.ptx.of(cute.compile(..., options="--keep-ptx"))`, with no CUTE_DSL_* variable
+    but the architecture; without the option it says how to keep the PTX."""
+    import os
+
+    script = tmp_path / "keep_ptx.py"
+    script.write_text(
+        "import cutlass, cutlass.cute as cute, gcdsl\n"
+        "@gcdsl.kernel\n"
+        "def fill(x: cute.Tensor):\n"
+        "    tidx, _, _ = cute.arch.thread_idx()\n"
+        "    x[tidx] = cutlass.Float32(1.0)\n"
+        "@cute.jit\n"
+        "def host(x: cute.Tensor):\n"
+        "    fill(x).launch(grid=(1, 1, 1), block=(32, 1, 1))\n"
+        "x = cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,))\n"
+        "print(gcdsl.ptx.summary(gcdsl.ptx.of(cute.compile(host, x, options='--keep-ptx'))))\n"
+        "try:\n"
+        "    gcdsl.ptx.of(cute.compile(host, x))\n"
+        "except ValueError as err:\n"
+        "    print('refused:', err)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
+    env.update(CUTE_DSL_ARCH="sm_90a", CUTE_DSL_NO_CACHE="1", PYTHONPATH=ROOT)
+    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "kernel " in proc.stdout and "parameter space:" in proc.stdout
+    assert "refused:" in proc.stdout and "--keep-ptx" in proc.stdout

@@ -177,3 +177,33 @@ def _dsl_has_gpu() -> bool:
     from gcdsl.lower import _dsl
 
     return _dsl._has_gpu()
+
+
+def _gcdsl_frames(err) -> list:
+    import traceback
+
+    package = os.path.dirname(os.path.abspath(__import__("gcdsl").__file__))
+    return [f.name for f in traceback.extract_tb(err.__traceback__) if f.filename.startswith(package)]
+
+
+def test_errors_carry_the_users_frames_not_gcdsls():
+    """The caret points at the user's subscript; gcdsl's own frames stay out of the
+    traceback (GCDSL_FRONTEND_DEBUG keeps them)."""
+    with pytest.raises(GcdslError) as info:
+        cute.compile(safety.swizzle_differs, *mismatch.fake_sources())
+    err = info.value
+    line = open(err.location.filename).read().splitlines()[err.location.line - 1]
+    assert line[err.location.col:].startswith("loads[k]"), (line, err.location.col)
+    assert len(_gcdsl_frames(err)) <= 2, _gcdsl_frames(err)  # the launch and the re-raise, nothing deeper
+
+    from typing import List
+
+    import gcdsl
+
+    with pytest.raises(GcdslError) as info:
+        @gcdsl.kernel
+        def aliased(atoms: List[cute.CopyAtom], i: int):
+            xs = atoms
+            cute.copy(xs[i], i, i)
+    assert info.value.diag is Diag.LIST_ALIASED
+    assert _gcdsl_frames(info.value) == ["kernel", "_decorate"]
