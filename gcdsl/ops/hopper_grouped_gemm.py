@@ -274,7 +274,6 @@ class HopperGroupedGemm:
         tBsB, tBgB = cpasync.tma_partition(
             tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )
-        both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
         if cutlass.const_expr(cluster_m > 1):
             cute.arch.sync_threads()  # the cluster wait above follows a relaxed arrive: order the schedule's writes
@@ -283,139 +282,170 @@ class HopperGroupedGemm:
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
-                # ---- producer: TMA loads of A and B, one k-tile per stage ----
-                state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-                tile = cluster_idx
-                group = cutlass.Int32(0)
-                while tile < total_tiles:
-                    group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
-                    m_tile = m_pair * cluster_m + rank
-                    # A rows from the group's first row: not a multiple of the tile. A CTA
-                    # without rows (second of a pair) loads the group's first tile instead:
-                    # its data is never used, and no TMA box lies wholly outside `a`.
-                    first_row = start
-                    if m_tile * tile_m < rows:
-                        first_row += m_tile * tile_m
-                    gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
-                    tAsA, tAgA = cpasync.tma_partition(
-                        tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
-                    )
-                    tBgB_tile = tBgB[(None, n_tile, None, group)]
-                    for k in cutlass.range(self.k_tiles, unroll=1):
-                        mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
-                        full = mainloop.producer_get_barrier(state)
-                        cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
-                        if cutlass.const_expr(cluster_m > 1):
-                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
-                                      mcast_mask=both_ctas)
-                        else:
-                            cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
-                        state.advance()
-                    tile += num_clusters
-                mainloop.producer_tail(state)  # every stage released before the CTA exits
+                self.produce(mainloop, tma_a, mA, tma_b, tBgB, tBsB, sA, tile_end, row_end, total_tiles,
+                             cluster_idx, num_clusters, rank)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            # ---- consumers: WGMMA mainloop, then the epilogue ----
-            consumer_tidx = tidx - 128
-            half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
-            thr_mma = tiled_mma.get_slice(consumer_tidx)
-            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
-            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-            acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
-            acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-            k_blocks = cute.size(tCrA, mode=[2])
+            self.consume(mainloop, tiled_mma, tma_c, mC, m_total, sA, sB, sC, tile_end, row_end, total_tiles,
+                         cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
 
-            # accumulators -> output type -> shared memory (stmatrix for 16-bit outputs)
-            r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
-            tiled_r2s = cute.make_tiled_copy_S(
-                r2s_atom,
-                cute.make_tiled_copy_C_atom(
-                    cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
-                ),
+    @cute.jit
+    def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, tBgB: cute.Tensor,
+                tBsB: cute.Tensor, sA: cute.Tensor, tile_end: cute.Tensor, row_end: cute.Tensor,
+                total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32,
+                rank: cutlass.Int32):
+        """The producer warp: TMA loads of A and B into the ring, one k-tile per stage."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        cluster_m = self.cluster_m
+        both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        tile = cluster_idx
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
+            m_tile = m_pair * cluster_m + rank
+            # A rows from the group's first row: not a multiple of the tile. A CTA
+            # without rows (second of a pair) loads the group's first tile instead:
+            # its data is never used, and no TMA box lies wholly outside `a`.
+            first_row = start
+            if m_tile * tile_m < rows:
+                first_row += m_tile * tile_m
+            gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+            tAsA, tAgA = cpasync.tma_partition(
+                tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
             )
-            thr_r2s = tiled_r2s.get_slice(consumer_tidx)
-            tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi stage)
-            tRS_acc = tiled_r2s.retile(acc)
-            sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
-            sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
-            sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
-            sub_size = cute.size(sub_acc)
-            sub_tiles = tile_n // EPI_TILE[1]
+            tBgB_tile = tBgB[(None, n_tile, None, group)]
+            for k in cutlass.range(self.k_tiles, unroll=1):
+                mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
+                full = mainloop.producer_get_barrier(state)
+                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                if cutlass.const_expr(cluster_m > 1):
+                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                              mcast_mask=both_ctas)
+                else:
+                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                state.advance()
+            tile += num_clusters
+        mainloop.producer_tail(state)  # every stage released before the CTA exits
 
-            read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-            release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-            tile = cluster_idx
-            group = cutlass.Int32(0)
-            while tile < total_tiles:
-                group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
-                m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
-                # of a pair on an odd last M-tile: it only keeps the pipeline moving
-                rows_here = rows - m_tile * tile_m - half * 64
-                if rows_here > 0:
-                    acc.fill(0.0)
-                    warpgroup.fence()
-                    # k-tile 0: issue its WGMMAs, keep them in flight
+    @cute.jit
+    def consume(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
+                m_total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor, tile_end: cute.Tensor,
+                row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
+                num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
+                warpgroup_idx: cutlass.Int32):
+        """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        cluster_m = self.cluster_m
+        consumer_tidx = tidx - 128
+        half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
+        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        k_blocks = cute.size(tCrA, mode=[2])
+
+        # accumulators -> output type -> shared memory (stmatrix for 16-bit outputs)
+        r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
+        tiled_r2s = cute.make_tiled_copy_S(
+            r2s_atom,
+            cute.make_tiled_copy_C_atom(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
+            ),
+        )
+        thr_r2s = tiled_r2s.get_slice(consumer_tidx)
+        tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi stage)
+        tRS_acc = tiled_r2s.retile(acc)
+        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+        sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
+        sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        tile = cluster_idx
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
+            m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
+            # of a pair on an odd last M-tile: it only keeps the pipeline moving
+            rows_here = rows - m_tile * tile_m - half * 64
+            if rows_here > 0:
+                acc.fill(0.0)
+                warpgroup.fence()
+                # k-tile 0: issue its WGMMAs, keep them in flight
+                mainloop.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                              tCrB[(None, None, kb, read.index)], acc)
+                warpgroup.commit_group()
+                read.advance()
+                for k in cutlass.range(1, self.k_tiles, unroll=1):
                     mainloop.consumer_wait(read)
                     for kb in cutlass.range_constexpr(k_blocks):
                         cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
                                   tCrB[(None, None, kb, read.index)], acc)
                     warpgroup.commit_group()
-                    read.advance()
-                    for k in cutlass.range(1, self.k_tiles, unroll=1):
-                        mainloop.consumer_wait(read)
-                        for kb in cutlass.range_constexpr(k_blocks):
-                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
-                                      tCrB[(None, None, kb, read.index)], acc)
-                        warpgroup.commit_group()
-                        # k-tile k-1's WGMMAs are done reading their stage: release it
-                        warpgroup.wait_group(1)
-                        mainloop.consumer_release(release)
-                        release.advance()
-                        read.advance()
-                    warpgroup.wait_group(0)
+                    # k-tile k-1's WGMMAs are done reading their stage: release it
+                    warpgroup.wait_group(1)
                     mainloop.consumer_release(release)
                     release.advance()
-                else:
-                    # every row of this half lies past the group's end: the store
-                    # clips them, so only keep the pipeline moving
-                    for k in cutlass.range(self.k_tiles, unroll=1):
-                        mainloop.consumer_wait(read)
-                        mainloop.consumer_release(release)
-                        release.advance()
-                        read.advance()
+                    read.advance()
+                warpgroup.wait_group(0)
+                mainloop.consumer_release(release)
+                release.advance()
+            else:
+                # every row of this half lies past the group's end: the store
+                # clips them, so only keep the pipeline moving
+                for k in cutlass.range(self.k_tiles, unroll=1):
+                    mainloop.consumer_wait(read)
+                    mainloop.consumer_release(release)
+                    release.advance()
+                    read.advance()
 
-                # ---- epilogue: sub-tiles of 128 x 32 through shared memory, TMA store ----
-                # (none for the second CTA of a pair that has no rows: the whole CTA skips it)
-                if rows > m_tile * tile_m:
-                    # The group's rows through the ragged descriptor: row coordinate
-                    # m_total - rows + r, third coordinate start + rows; rows r >= rows clip.
-                    mC_group = cute.domain_offset((m_total - rows, 0), mC[(None, None, start + rows)])
-                    gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
-                    bSG_sC, bSG_gC = cpasync.tma_partition(
-                        tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
-                    )
-                    for sub in cutlass.range_constexpr(sub_tiles):
-                        buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
-                        for v in cutlass.range_constexpr(sub_size):
-                            sub_acc[v] = tRS_acc[sub * sub_size + v]
-                        sub_out.store(sub_acc.load().to(self.c_dtype))
-                        cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
-                        # make the generic-proxy smem writes visible to TMA, then to warp 4
-                        cute.arch.fence_proxy("async.shared", space="cta")
-                        EPILOGUE_BARRIER.arrive_and_wait()
-                        if warp == FIRST_CONSUMER_WARP:
-                            with cute.arch.elect_one():
-                                cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
-                                cute.arch.cp_async_bulk_commit_group()
-                                # the store issued epi_stages sub-tiles ago has read its buffer
-                                cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
-                        EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
-                tile += num_clusters
+            # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
+            if rows > m_tile * tile_m:
+                self.store_tile(tma_c, mC, m_total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
+                                start, rows, m_tile, n_tile, warp)
+            tile += num_clusters
 
+        if warp == FIRST_CONSUMER_WARP:
+            with cute.arch.elect_one():
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, m_total: cutlass.Int32, sC: cute.Tensor,
+                   tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
+                   start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32,
+                   warp: cutlass.Int32):
+        """The epilogue of one tile: sub-tiles of 128 x 32 through shared memory, one TMA store each."""
+        tile_m, tile_n, _ = self.tile_mnk
+        sub_size = cute.size(sub_acc)
+        sub_tiles = tile_n // EPI_TILE[1]
+        # The group's rows through the ragged descriptor: row coordinate
+        # m_total - rows + r, third coordinate start + rows; rows r >= rows clip.
+        mC_group = cute.domain_offset((m_total - rows, 0), mC[(None, None, start + rows)])
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
+        bSG_sC, bSG_gC = cpasync.tma_partition(
+            tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
+        )
+        for sub in cutlass.range_constexpr(sub_tiles):
+            buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
+            for v in cutlass.range_constexpr(sub_size):
+                sub_acc[v] = tRS_acc[sub * sub_size + v]
+            sub_out.store(sub_acc.load().to(self.c_dtype))
+            cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+            # make the generic-proxy smem writes visible to TMA, then to warp 4
+            cute.arch.fence_proxy("async.shared", space="cta")
+            EPILOGUE_BARRIER.arrive_and_wait()
             if warp == FIRST_CONSUMER_WARP:
                 with cute.arch.elect_one():
-                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+                    cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
+                    cute.arch.cp_async_bulk_commit_group()
+                    # the store issued epi_stages sub-tiles ago has read its buffer
+                    cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+            EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
 
     @cute.jit
     def build_schedule(self, offs: cute.Tensor, m_total: cutlass.Int32, tile_end: cute.Tensor,
