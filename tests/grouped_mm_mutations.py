@@ -38,8 +38,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "store_third_coordinate_minus_one": ("mC[(None, None, start + rows)]", "mC[(None, None, start + rows - 1)]"),
     "store_rows_unclipped": ("(m_total - rows, 0)", "(m_total - rows - 1, 0)"),
     # the A rows
-    "a_from_group_start_plus_one": ("                    first_row = start\n",
-                                    "                    first_row = start + 1\n"),
+    "a_from_group_start_plus_one": ("            first_row = start\n", "            first_row = start + 1\n"),
 }
 SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the schedule read before every thread knows it is written

@@ -135,6 +135,9 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
         kernels = {1: lambda *args: launches.append(args), 2: lambda *args: launches.append(args)}
         max_clusters = {1: 132, 2: 66}
 
+        def kernel(self, cluster_m):
+            return self.kernels[cluster_m]
+
     monkeypatch.setattr(gm, "_plan_for", lambda *args, **kwargs: StubPlan())
     monkeypatch.setattr(gm, "_current_stream", lambda index: 7)
     monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
@@ -169,7 +172,7 @@ def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
     from gcdsl.ops import hopper_grouped_gemm as hgg
 
     c_dtype = getattr(cutlass, c_name)
-    gemm = hgg.HopperGroupedGemm(cutlass.BFloat16, c_dtype, 8, 4096, 7168, tile_n)
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, c_dtype, 8, 4096, 7168, tile_n))
     assert gemm.stage_bytes == (128 + tile_n) * 64 * 2
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448  # 227 KiB per CTA on sm_90
     assert gemm.smem_bytes + gemm.stage_bytes > 232448  # no room left for another stage
@@ -182,10 +185,16 @@ def test_shared_memory_keeps_four_stages_up_to_256_groups():
     from gcdsl.ops import hopper_grouped_gemm as hgg
 
     for groups, stages in ((256, 4), (352, 4), (353, 3), (gm.MAX_GROUPS, 3)):
-        gemm = hgg.HopperGroupedGemm(cutlass.BFloat16, cutlass.BFloat16, groups, 7168, 2048, 256)
+        gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, groups, 7168, 2048, 256))
         assert gemm.stages == stages and gemm.smem_bytes <= 232448, (groups, gemm.stages)
-    with pytest.raises(ValueError):
-        hgg.HopperGroupedGemm(cutlass.BFloat16, cutlass.BFloat16, gm.MAX_GROUPS + 1, 256, 64, 256)
+    with pytest.raises(ValueError, match="outside 1 to"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, gm.MAX_GROUPS + 1, 256, 64, 256)
+    with pytest.raises(ValueError, match="pairs need N mod 256") as info:  # 264 mod 256 = 8: no half of B left
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 8, 264, 64, 256, cluster_m=2)
+    assert "Float32" not in str(info.value)  # one reason, the real one
+    with pytest.raises(ValueError) as info:  # every problem at once
+        hgg.GemmConfig(cutlass.Float32, cutlass.Int8, 0, 256, 64, 96, cluster_m=4)
+    assert str(info.value).count(";") == 4
 
 
 # ---- input checks: the error names the caller's line -------------------------------------
@@ -269,3 +278,16 @@ def test_fake_implementation_refuses_what_the_kernel_cannot_serve():
         with pytest.raises(GcdslError) as info:
             torch.ops.gcdsl.grouped_mm(a, b, torch.empty(4, dtype=torch.int32), None)
     assert info.value.diag is Diag.BAD_OP_INPUT and "16-byte" in str(info.value)
+
+
+def test_every_seeded_kernel_bug_still_applies():
+    """tests/grouped_mm_mutations.py edits the kernel's text (on a GPU host): each edit must
+    still find its text exactly once, or a refactor would leave a seeded bug unseeded."""
+    import os
+
+    from tests import grouped_mm_mutations as mutations
+
+    with open(os.path.join(mutations.ROOT, mutations.KERNEL)) as f:
+        text = f.read()
+    for name, (old, _) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS}.items():
+        assert text.count(old) == 1, name

@@ -102,7 +102,8 @@ def compile_only(args, shape: MoEShape) -> bool:
     from gcdsl.ops.grouped_mm import pick_tile_n
 
     n, k = 2 * shape.intermediate, shape.hidden  # the gate-up GEMM
-    gemm = hgg.HopperGroupedGemm(cutlass.BFloat16, cutlass.BFloat16, shape.experts, n, k, pick_tile_n(n))
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, shape.experts, n, k,
+                                                 pick_tile_n(n)))
 
     def ptr(dtype, align=16):
         return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)

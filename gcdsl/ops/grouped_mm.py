@@ -41,6 +41,7 @@ half a tile (each CTA's half of the last B tile starts inside B), else single CT
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
@@ -134,10 +135,8 @@ class _Launch:
         tile_n = tile_n or pick_tile_n(n, self.m, b.shape[0], _sm_count(a.device.index))
         with torch.cuda.device(a.device):  # compile and load in a's device context
             plan = _plan_for(a.dtype, self.out_dtype, b.shape[0], n, b.shape[1], a.device, tile_n)
-        if cluster_m == 2 and not plan.pairs_fit:
-            raise ValueError(f"pairs need N mod {plan.tile_n} to be 0 or above {plan.tile_n // 2}; N = {n}")
         cluster_m = cluster_m or pick_cluster_m(self.m, plan.groups, n, plan.tile_n)
-        self.kernel = plan.kernels[cluster_m]
+        self.kernel = plan.kernel(cluster_m)
         clusters = min(cluster_tile_bound(self.m, plan.groups, n, plan.tile_n, cluster_m),
                        plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
@@ -345,22 +344,29 @@ class _Plan:
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
         ab, c = to_dsl[ab_dtype], to_dsl[out_dtype]
         self.groups, self.n, self.tile_n = groups, n, tile_n
-        self.out_bytes = out_dtype.itemsize
-        self.pairs_fit = hgg.pairs_fit(n, tile_n)
+        single = hgg.GemmConfig(ab, c, groups, n, k, tile_n, 1)
+        self.configs = {1: single}
+        if single.pairs_fit:
+            self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
 
         def ptr(dtype, align=16):
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
-        for cluster_m in (1, 2) if self.pairs_fit else (1,):
-            gemm = hgg.HopperGroupedGemm(ab, c, groups, n, k, tile_n, cluster_m)
+        for cluster_m, config in self.configs.items():
             # Through TVM-FFI: called with plain ints (addresses, extents, the stream
             # handle), converted in C rather than by the DSL's Python marshalling.
             self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(
-                gemm, ptr(ab), ptr(ab), ptr(c), ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(cluster_m),
-                cute.runtime.make_fake_stream(),
+                hgg.HopperGroupedGemm(config), ptr(ab), ptr(ab), ptr(c), ptr(cutlass.Int32, 4), cutlass.Int32(1),
+                cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
             )
             self.max_clusters[cluster_m] = _max_active_clusters(device.index or 0, cluster_m)
+
+    def kernel(self, cluster_m: int) -> Any:
+        """The compiled kernel of `cluster_m` CTAs per cluster; a size it lacks says why."""
+        if cluster_m not in self.kernels:
+            dataclasses.replace(self.configs[1], cluster_m=cluster_m)  # raises the configuration's reason
+        return self.kernels[cluster_m]
 
 
 _PLANS: Dict[Tuple, _Plan] = {}

@@ -61,7 +61,8 @@ inside B (`pairs_fit`).
 """
 from __future__ import annotations
 
-from typing import Tuple
+from dataclasses import dataclass
+from typing import Any, Tuple
 
 import cuda.bindings.driver as cuda
 
@@ -111,8 +112,44 @@ def header_bytes(groups: int) -> int:
     return -(-(MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
 
 
+@dataclass(frozen=True)
+class GemmConfig:
+    """What one compiled kernel is specialised for. `__post_init__` is its one validity check."""
+
+    ab_dtype: Any
+    c_dtype: Any
+    groups: int
+    n: int
+    k: int
+    tile_n: int
+    # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
+    # and the same B tile, each loading half of it and multicasting it to both.
+    cluster_m: int = 1
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.ab_dtype not in AB_DTYPES:
+            problems.append(f"A and B are {self.ab_dtype}, not Float16 or BFloat16")
+        if self.c_dtype not in C_DTYPES:
+            problems.append(f"the output is {self.c_dtype}, not Float16, BFloat16 or Float32")
+        if not 1 <= self.groups <= MAX_GROUPS:
+            problems.append(f"G = {self.groups} is outside 1 to {MAX_GROUPS}")
+        if self.tile_n not in TILE_NS:
+            problems.append(f"tile_n = {self.tile_n} is not one of {TILE_NS}")
+        if self.cluster_m not in (1, 2):
+            problems.append(f"cluster_m = {self.cluster_m} is not 1 or 2")
+        elif self.cluster_m == 2 and not self.pairs_fit:
+            problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
+        if problems:
+            raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
+
+    @property
+    def pairs_fit(self) -> bool:
+        return pairs_fit(self.n, self.tile_n)
+
+
 class HopperGroupedGemm:
-    """One compiled configuration: dtypes, G, N, K, the tile's N extent, CTAs per cluster.
+    """One compiled configuration (`GemmConfig`): dtypes, G, N, K, tile N, CTAs per cluster.
 
     `__call__` is the host function to `cute.compile`:
         (a_ptr, b_ptr, c_ptr, offs_ptr, m_total, num_ctas, stream)
@@ -120,26 +157,21 @@ class HopperGroupedGemm:
     the ragged store descriptor) and `offs_ptr` the (G,) Int32 group ends on the device.
     """
 
-    def __init__(self, ab_dtype, c_dtype, groups: int, n: int, k: int, tile_n: int, cluster_m: int = 1) -> None:
-        if ab_dtype not in AB_DTYPES or c_dtype not in C_DTYPES or tile_n not in TILE_NS or cluster_m not in (1, 2) \
-                or not 1 <= groups <= MAX_GROUPS:
-            raise ValueError(f"unsupported configuration {ab_dtype}, {c_dtype}, G={groups}, tile_n={tile_n}, "
-                             f"cluster_m={cluster_m}")
-        self.ab_dtype, self.c_dtype, self.acc_dtype = ab_dtype, c_dtype, cutlass.Float32
-        self.groups, self.n, self.k = groups, n, k
-        self.tile_mnk = (TILE_M, tile_n, TILE_K)
-        # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
-        # and the same B tile, each loading half of it and multicasting it to both.
-        self.cluster_m = cluster_m
-        self.n_tiles = -(-n // tile_n)
-        self.k_tiles = -(-k // TILE_K)
-        self.lane_groups = groups_per_lane(groups)
+    def __init__(self, config: GemmConfig) -> None:
+        self.config = config
+        self.ab_dtype, self.c_dtype, self.acc_dtype = config.ab_dtype, config.c_dtype, cutlass.Float32
+        self.groups, self.n, self.k = config.groups, config.n, config.k
+        self.tile_mnk = (TILE_M, config.tile_n, TILE_K)
+        self.cluster_m = config.cluster_m
+        self.n_tiles = -(-config.n // config.tile_n)
+        self.k_tiles = -(-config.k // TILE_K)
+        self.lane_groups = groups_per_lane(config.groups)
         # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
-        self.epi_stages = 4 if c_dtype.width == 16 else 2
-        self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * c_dtype.width // 8 * self.epi_stages
+        self.epi_stages = 4 if config.c_dtype.width == 16 else 2
+        self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * config.c_dtype.width // 8 * self.epi_stages
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
-        self.stage_bytes = (TILE_M + tile_n) * TILE_K * ab_dtype.width // 8
-        self.header_bytes = header_bytes(groups)
+        self.stage_bytes = (TILE_M + config.tile_n) * TILE_K * config.ab_dtype.width // 8
+        self.header_bytes = header_bytes(config.groups)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = min(MAX_STAGES, budget // self.stage_bytes)
 
