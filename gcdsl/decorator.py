@@ -19,6 +19,7 @@ from .lower.descriptors import descriptor_verdict, pack_descriptor_list
 from .lower.grid_constant import check_grid_constant_arg
 from .lower.launch_context import LaunchContext, NeedsLowering, launching
 from .lower.tensor_lists import lower_tensor_list
+from .lower.tensor_maps import check_template_swizzle
 
 # Options of `cute.kernel` itself, handed to it unchanged.
 DSL_OPTIONS = ("preprocess", "attributes", "is_experimental")
@@ -47,7 +48,7 @@ class Kernel:
         self.__doc__ = func.__doc__
         self.__module__ = func.__module__
         self._signature = inspect.signature(func)
-        self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno)
+        self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno, self.desugared_source)
         self._dumped = False
         # Lists a runtime index has reached: lowered up front in later launches (tensor
         # lists to a table, descriptor lists to one packed blob), saving a second trace.
@@ -84,6 +85,11 @@ class Kernel:
             for name, param in self._analysis.of_kind(ParamKind.GRID_CONSTANT_TENSOR).items():
                 if name in bound.arguments:
                     check_grid_constant_arg(bound.arguments[name], param=name, location=self._param_location(name))
+            for pair in self._analysis.template_pairs:
+                if pair.table in bound.arguments and pair.template in bound.arguments:
+                    check_template_swizzle(bound.arguments[pair.template], bound.arguments[pair.table],
+                                           template_param=pair.template, table_param=pair.table,
+                                           location=self._analysis.source.location(pair.node))
             for name, param in self._analysis.params.items():
                 if name in bound.arguments:
                     self._check_literal_indices(param, bound.arguments[name])

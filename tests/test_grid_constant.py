@@ -179,3 +179,39 @@ def test_table_dtype_errors_say_what_to_pass():
     with pytest.raises(GcdslError) as info:
         gcdsl.grid_constant([[1, 2], [3]])  # ragged rows
     assert "same length" in info.value.hint
+
+
+@pytest.mark.parametrize("swizzle", ["128B", "64B"])
+def test_template_swizzle_checked_against_table_when_the_kernel_is_called(swizzle):
+    """An atom's type leaves the swizzle out, so the trace cannot compare it: the host does,
+    for every `tma_desc_ptr(table, i, template=atom)` whose names are kernel parameters."""
+    import cutlass
+    import cutlass.cute as cute
+
+    import gcdsl
+    from tests.kernels import desc_table as dt
+
+    fake = cute.runtime.make_fake_compact_tensor
+    swizzled = gcdsl.TensorMapTable(box=(64, 32), swizzle=swizzle).placeholder(5, cutlass.Float32)
+    args = (
+        fake(cutlass.Float32, (256, 96), stride_order=(1, 0), assumed_align=16),
+        fake(cutlass.Int32, (5,), assumed_align=4),
+        fake(cutlass.Float32, (60, 64, 32), stride_order=(2, 1, 0), assumed_align=16),
+    )
+    with pytest.raises(GcdslError) as info:
+        cute.compile(dt.table_load, swizzled, *args)
+    err = info.value
+    assert err.diag is Diag.ATOM_TYPE_MISMATCH and err.param == "descs"
+    assert f"swizzle none, but the descriptors of `descs` were encoded with swizzle {swizzle}" in str(err)
+    assert "swizzle='none'" in err.hint
+    line = open(dt.__file__).read().splitlines()[err.location.line - 1]
+    assert line[err.location.col:].startswith("gcdsl.tma_desc_ptr(descs, k, template=template)")
+
+
+def test_swizzle_of_a_printed_layout():
+    from gcdsl.lower import _dsl
+
+    assert _dsl.swizzle_of_layout('!cute.composed_layout<"S<3,4,3> o 0 o (64,64):(64,1)">') == "128B"
+    assert _dsl.swizzle_of_layout('!cute.composed_layout<"S<2,4,3> o 0 o (8,32):(32,1)">') == "64B"
+    assert _dsl.swizzle_of_layout('!cute.composed_layout<"S<1,4,3> o 0 o (8,16):(16,1)">') == "32B"
+    assert _dsl.swizzle_of_layout('!cute.layout<"(64,64):(64,1)">') == "none"

@@ -1,6 +1,7 @@
 """Safety nets: every error a user can cause names their file and line (no GPU needed)."""
 import os
 import re
+from typing import List
 
 import pytest
 
@@ -207,3 +208,22 @@ def test_errors_carry_the_users_frames_not_gcdsls():
             cute.copy(xs[i], i, i)
     assert info.value.diag is Diag.LIST_ALIASED
     assert _gcdsl_frames(info.value) == ["kernel", "_decorate"]
+
+
+def _picks(loads: List[cute.CopyAtom], k: int):
+    cute.copy(loads[k], k, k)
+
+
+def test_two_renderings_of_one_def_keep_their_own_source():
+    """Kernels made from one `def` with different options have different desugared text:
+    each is registered (and read by the DSL, and by tracebacks) under its own name."""
+    import linecache
+
+    import gcdsl
+
+    plain, checked = gcdsl.kernel(_picks), gcdsl.kernel(check_bounds=True)(_picks)
+    assert plain.desugared_source != checked.desugared_source
+    assert plain._filename != checked._filename and checked._filename.endswith(" #2>")
+    for k in (plain, checked):
+        assert "".join(linecache.getlines(k._filename)) == k.desugared_source
+    assert gcdsl.kernel(_picks)._filename == plain._filename  # the same text keeps its name

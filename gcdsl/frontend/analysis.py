@@ -100,10 +100,22 @@ class LoweredParam:
     literals: List[Tuple[ast.Subscript, int]] = field(default_factory=list)  # `P[3]`, checked on the host
 
 
+@dataclass(frozen=True)
+class TemplatePair:
+    """`gcdsl.tma_desc_ptr(table, i, template=atom)` with both names kernel parameters:
+    the host checks, when the kernel is called, what the kernel's trace cannot see
+    (the template's swizzle against the table's)."""
+
+    table: str
+    template: str
+    node: ast.Call
+
+
 @dataclass
 class KernelAnalysis:
     source: KernelSource
     params: Dict[str, LoweredParam]
+    template_pairs: List[TemplatePair] = field(default_factory=list)
 
     @property
     def indexed(self) -> Dict[str, LoweredParam]:
@@ -162,7 +174,21 @@ def analyze(source: KernelSource) -> KernelAnalysis:
     lists = {n: p for n, p in params.items() if p.kind in (ParamKind.DESCRIPTOR_LIST, ParamKind.TENSOR_LIST)}
     if lists:
         _collect_sites(source, lists)
-    return KernelAnalysis(source, params)
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    return KernelAnalysis(source, params, _template_pairs(fn, names))
+
+
+def _template_pairs(fn: ast.AST, names: Set[str]) -> List[TemplatePair]:
+    """Every `tma_desc_ptr(P, ..., template=Q)` call with P and Q parameter names."""
+    pairs = []
+    for node in ast.walk(fn):
+        if not (isinstance(node, ast.Call) and _terminal_name(node.func) == "tma_desc_ptr" and node.args):
+            continue
+        table = node.args[0]
+        template = next((k.value for k in node.keywords if k.arg == "template"), None)
+        if isinstance(table, ast.Name) and isinstance(template, ast.Name) and {table.id, template.id} <= names:
+            pairs.append(TemplatePair(table.id, template.id, node))
+    return pairs
 
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 from .rewrite import Desugared
 
@@ -55,10 +55,21 @@ def render_with_line_map(desugared: Desugared) -> Tuple[str, Dict[int, int]]:
     return "\n".join(text) + "\n", line_map
 
 
-def synthetic_filename(func_name: str, user_filename: str, line: int) -> str:
+_RENDERINGS: Dict[str, List[str]] = {}  # per def: the distinct desugared texts seen, in order
+
+
+def synthetic_filename(func_name: str, user_filename: str, line: int, text: str) -> str:
+    """The linecache key of one rendering of a kernel: `<gcdsl: k from file.py:LINE>`, and
+    ` #2`, ` #3` ... for other renderings of the same `def` (other options, other text),
+    so that no two texts ever share a key."""
     # The angle brackets make linecache refuse to look for a real file of that name,
     # so a cleared cache fails loudly in `inspect` instead of reading the wrong text.
-    return f"<gcdsl: {func_name} from {os.path.basename(user_filename)}:{line}>"
+    base = f"gcdsl: {func_name} from {os.path.basename(user_filename)}:{line}"
+    texts = _RENDERINGS.setdefault(base, [])
+    if text not in texts:
+        texts.append(text)
+    number = texts.index(text) + 1
+    return f"<{base}>" if number == 1 else f"<{base} #{number}>"
 
 
 def register_source(filename: str, text: str) -> None:

@@ -146,6 +146,15 @@ def tma_atom_signature(atom: cute.CopyAtom) -> Optional[Dict[str, str]]:
     return signature
 
 
+def swizzle_of_layout(layout_type: str) -> str:
+    """The TMA swizzle ("none", "32B", "64B", "128B") of a printed shared-memory layout
+    type: `S<B,M,S> o ...` swizzles 2^B units of 2^M bytes."""
+    found = re.search(r"S<(\d+),(\d+),(\d+)>", layout_type)
+    if not found or int(found.group(1)) == 0:
+        return "none"
+    return f"{(1 << int(found.group(1))) * (1 << int(found.group(2)))}B"
+
+
 def _memref_element(text: str) -> str:
     match = re.match(r"!cute\.memref<([^,]+),", text)
     return match.group(1) if match else text

@@ -155,7 +155,8 @@ class TensorMapTable:
 def tma_desc_ptr(table: Any, index: Any, *, template: Optional[cute.CopyAtom] = None) -> Any:
     """Inside a kernel: a descriptor pointer into a grid-constant descriptor table.
 
-    With `template`, the table's dtype, rank and box are checked against the atom's.
+    With `template`, the table's dtype, rank and box are checked against the atom's (the
+    swizzle, which the atom's type leaves out, by `check_template_swizzle` on the host).
     """
     spec: Optional[TableSpec] = _dsl.table_spec(table)
     if spec is None or spec.dtype is not cutlass.Uint8 or spec.shape[1:] != (DESCRIPTOR_BYTES,):
@@ -169,6 +170,27 @@ def tma_desc_ptr(table: Any, index: Any, *, template: Optional[cute.CopyAtom] = 
     if template is not None and meta is not None:
         _check_template(template, meta)
     return _dsl.descriptor_at(table.iterator, index)
+
+
+def check_template_swizzle(template: Any, table: Any, *, template_param: str, table_param: str,
+                           location: Any) -> None:
+    """On the host, when the kernel is called: the template's shared-memory swizzle against
+    the one the table's descriptors were encoded with (the kernel's trace cannot see it:
+    an atom's type leaves the swizzle out)."""
+    meta = getattr(getattr(table, "spec", None), "meta", None)
+    layout = (_dsl.tma_atom_signature(template) or {}).get("shared-memory layout (swizzle included)")
+    if not isinstance(meta, DescriptorMeta) or layout is None:
+        return  # not a TensorMapTable, or an atom whose build the host did not see: the trace checks the rest
+    swizzle = _dsl.swizzle_of_layout(layout)
+    if swizzle != meta.swizzle:
+        raise GcdslError(
+            Diag.ATOM_TYPE_MISMATCH,
+            f"`{template_param}` stages tiles in shared memory with swizzle {swizzle}, but the descriptors "
+            f"of `{table_param}` were encoded with swizzle {meta.swizzle}: TMA would scramble every tile",
+            location=location, param=table_param,
+            hint=f"encode the table with TensorMapTable(box, swizzle={swizzle!r}), or build the template's "
+            f"shared-memory layout with the table's swizzle ({meta.swizzle})",
+        )
 
 
 def _check_template(template: cute.CopyAtom, meta: DescriptorMeta) -> None:
