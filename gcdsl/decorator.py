@@ -7,7 +7,7 @@ import os
 import sys
 import traceback
 import types
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
@@ -50,6 +50,9 @@ class Kernel:
         self._signature = inspect.signature(func)
         self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno, self.desugared_source)
         self._dumped = False
+        # (argument, first byte, end) in the parameter buffer, as the last launch laid them
+        # out: `gcdsl.ptx.summary(ptx, kernel.parameter_spans)` names what it lists
+        self.parameter_spans: List[Tuple[str, int, int]] = []
         # Lists a runtime index has reached: lowered up front in later launches (tensor
         # lists to a table, descriptor lists to one packed blob), saving a second trace.
         self._learned: Set[str] = set()
@@ -107,8 +110,9 @@ class Kernel:
         # the arguments it is given, as under `@cute.kernel`.
         with_defaults = inspect.BoundArguments(self._signature, dict(arguments))
         with_defaults.apply_defaults()
-        param_budget.check(with_defaults.arguments, kernel=self.__name__,
-                           location=self._analysis.source.location(self._analysis.source.tree))
+        self.parameter_spans = param_budget.check(
+            with_defaults.arguments, kernel=self.__name__,
+            location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
         # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
         register_source(self._filename, self.desugared_source)

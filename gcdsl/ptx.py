@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from .abi import DESCRIPTOR_BYTES
 
@@ -156,19 +156,24 @@ def single_entry(ptx: str) -> Entry:
     return next(iter(kernels.values()))
 
 
-def summary(ptx: str) -> str:
-    """A few lines a person can read: parameter space, TMA and WGMMA instructions per kernel."""
+def summary(ptx: str, spans: Optional[Sequence[Tuple[str, int, int]]] = None) -> str:
+    """A few lines a person can read: parameter space, TMA and WGMMA instructions per kernel.
+
+    `spans`, a kernel's `parameter_spans` ((argument, first byte, end) of its last
+    launch), names the argument each descriptor array and table belongs to.
+    """
     lines = []
     for entry in entries(ptx).values():
         runs = entry.descriptor_runs()
         lines.append(f"kernel {entry.name[:60]}{'...' if len(entry.name) > 60 else ''}")
         lines.append(
             f"  parameter space: {entry.param_bytes} bytes in {len(entry.params)} parameters; "
-            f"descriptor arrays: {', '.join(_describe_run(r) for r in runs) or 'none'}"
+            f"descriptor arrays: {', '.join(_describe_run(r, spans) for r in runs) or 'none'}"
         )
         tables = [p for p in entry.params if p.size > 8 and not p.descriptors]
         if tables:
-            lines.append("  tables: " + ", ".join(f"{p.size} B at +{p.offset} (align {p.align})" for p in tables))
+            lines.append("  tables: " + ", ".join(f"{_named(p.offset, spans)}{p.size} B at +{p.offset} (align {p.align})"
+                                                  for p in tables))
         lines.append(
             f"  TMA: {entry.count('cp.async.bulk.tensor')} cp.async.bulk.tensor, "
             f"{entry.count('cvta.param')} cvta.param, "
@@ -180,9 +185,24 @@ def summary(ptx: str) -> str:
     return "\n".join(lines)
 
 
-def _describe_run(run: List[Param]) -> str:
+def _describe_run(run: List[Param], spans: Optional[Sequence[Tuple[str, int, int]]] = None) -> str:
     text = f"{sum(p.descriptors for p in run)} x 128 B at +{run[0].offset}"
-    return text if len(run) == 1 else f"{text} in {len(run)} parameters"
+    if len(run) > 1:
+        text += f" in {len(run)} parameters"
+    names = [n for n in dict.fromkeys(_owner(p.offset, spans) for p in run) if n]
+    if len(names) == 1:
+        return f"`{names[0]}`: {text}"
+    # adjacent descriptors of several arguments form one run of the buffer: name them in turn
+    return f"{text} ({', '.join(f'`{n}`' for n in names)})" if names else text
+
+
+def _owner(offset: int, spans: Optional[Sequence[Tuple[str, int, int]]]) -> Optional[str]:
+    return next((name for name, first, end in spans or () if first <= offset < end), None)
+
+
+def _named(offset: int, spans: Optional[Sequence[Tuple[str, int, int]]]) -> str:
+    owner = _owner(offset, spans)
+    return f"`{owner}`: " if owner else ""
 
 
 def _local_memory(entry: Entry) -> str:

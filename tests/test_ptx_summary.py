@@ -123,3 +123,15 @@ def test_ptx_of_a_compiled_function_needs_no_dump_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "kernel " in proc.stdout and "parameter space:" in proc.stdout
     assert "refused:" in proc.stdout and "--keep-ptx" in proc.stdout
+
+
+def test_summary_names_the_parameter_of_each_array_and_table():
+    import gcdsl
+
+    spans = [("loads", 0, 256), ("pick", 256, 264)]
+    text = gcdsl.ptx.summary(CHECKED, spans)
+    assert "descriptor arrays: 2 x 128 B at +0 in 2 parameters (`loads`)" not in text  # one owner: a prefix
+    assert "descriptor arrays: `loads`: 2 x 128 B at +0 in 2 parameters" in text
+    both = gcdsl.ptx.summary(CHECKED, [("loads", 0, 128), ("stores", 128, 256)])
+    assert "2 x 128 B at +0 in 2 parameters (`loads`, `stores`)" in both
+    assert "`" not in gcdsl.ptx.summary(CHECKED).split("descriptor arrays:")[1].splitlines()[0]

@@ -52,4 +52,4 @@ def show_compile(kernel) -> None:
     print(kernel.desugared_source)
     with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
         print("What the PTX shows:")
-        print(ptx.summary(f.read()))
+        print(ptx.summary(f.read(), kernel.parameter_spans))  # each array and table by its parameter

@@ -20,14 +20,25 @@ from . import _dsl
 
 def layout(arguments: Dict[str, Any]) -> Tuple[List[Tuple[str, int]], int]:
     """Bytes taken by each argument that takes any, and the end of the parameter buffer."""
-    rows: List[Tuple[str, int]] = []
+    spans, end = argument_spans(arguments)
+    rows, previous = [], 0
+    for name, _, stop in spans:
+        rows.append((name, stop - previous))  # alignment padding counts to the argument after it
+        previous = stop
+    return rows, end
+
+
+def argument_spans(arguments: Dict[str, Any]) -> Tuple[List[Tuple[str, int, int]], int]:
+    """(argument, first byte, end) of each argument that takes parameter space, as the
+    CUDA ABI lays them out, and the end of the parameter buffer."""
+    spans: List[Tuple[str, int, int]] = []
     offset = 0
     for name, value in arguments.items():
         try:
             values = extract_mlir_values(value)
         except Exception:  # Python-only (compile-time) arguments take no parameter space
             continue
-        start = offset
+        first = None
         for v in values:
             size_align = _dsl.param_layout(v.type)
             if size_align is None:
@@ -40,17 +51,22 @@ def layout(arguments: Dict[str, Any]) -> Tuple[List[Tuple[str, int]], int]:
                 )
             size, align = size_align
             if size:
-                offset = -(-offset // align) * align + size
-        if offset > start:
-            rows.append((name, offset - start))
-    return rows, offset
+                offset = -(-offset // align) * align
+                first = offset if first is None else first
+                offset += size
+        if first is not None:
+            spans.append((name, first, offset))
+    return spans, offset
 
 
-def check(arguments: Dict[str, Any], *, kernel: str, location: Optional[SourceLocation]) -> None:
-    """Fail before compiling if the arguments need more than PARAM_LIMIT bytes."""
-    rows, total = layout(arguments)
+def check(arguments: Dict[str, Any], *, kernel: str,
+          location: Optional[SourceLocation]) -> List[Tuple[str, int, int]]:
+    """Fail before compiling if the arguments need more than PARAM_LIMIT bytes; else each
+    argument's span in the parameter buffer (`argument_spans`)."""
+    spans, total = argument_spans(arguments)
     if total <= PARAM_LIMIT:
-        return
+        return spans
+    rows, _ = layout(arguments)
     listing = "\n".join(f"    {name:<24} {size:>7} B" for name, size in rows)
     raise GcdslError(
         Diag.PARAM_BUDGET,
