@@ -87,23 +87,31 @@ def test_descriptor_table_feeds_tma_from_parameter_space(compile_cases):
     _assert_runtime_descriptors(entry, "cp.async.bulk.tensor", 1)
 
 
-def test_template_checked_against_table_at_the_users_line():
+def _table_load_error(table) -> GcdslError:
+    """The error of compiling tests/kernels/desc_table.py's `table_load` with `table`."""
     import cutlass
     import cutlass.cute as cute
 
-    import gcdsl
     from tests.kernels import desc_table as dt
 
     fake = cute.runtime.make_fake_compact_tensor
-    wrong_box = gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32)
     args = (
         fake(cutlass.Float32, (256, 96), stride_order=(1, 0), assumed_align=16),
         fake(cutlass.Int32, (5,), assumed_align=4),
         fake(cutlass.Float32, (60, 64, 32), stride_order=(2, 1, 0), assumed_align=16),
     )
     with pytest.raises(GcdslError) as info:
-        cute.compile(dt.table_load, wrong_box, *args)
-    err = info.value
+        cute.compile(dt.table_load, table, *args)
+    return info.value
+
+
+def test_template_checked_against_table_at_the_users_line():
+    import cutlass
+
+    import gcdsl
+    from tests.kernels import desc_table as dt
+
+    err = _table_load_error(gcdsl.TensorMapTable(box=(32, 32)).placeholder(5, cutlass.Float32))
     assert err.diag is Diag.ATOM_TYPE_MISMATCH
     assert "box: template (64, 32), table (32, 32)" in str(err)
     assert err.location.filename == dt.__file__
@@ -186,21 +194,11 @@ def test_template_swizzle_checked_against_table_when_the_kernel_is_called(swizzl
     """An atom's type leaves the swizzle out, so the trace cannot compare it: the host does,
     for every `tma_desc_ptr(table, i, template=atom)` whose names are kernel parameters."""
     import cutlass
-    import cutlass.cute as cute
 
     import gcdsl
     from tests.kernels import desc_table as dt
 
-    fake = cute.runtime.make_fake_compact_tensor
-    swizzled = gcdsl.TensorMapTable(box=(64, 32), swizzle=swizzle).placeholder(5, cutlass.Float32)
-    args = (
-        fake(cutlass.Float32, (256, 96), stride_order=(1, 0), assumed_align=16),
-        fake(cutlass.Int32, (5,), assumed_align=4),
-        fake(cutlass.Float32, (60, 64, 32), stride_order=(2, 1, 0), assumed_align=16),
-    )
-    with pytest.raises(GcdslError) as info:
-        cute.compile(dt.table_load, swizzled, *args)
-    err = info.value
+    err = _table_load_error(gcdsl.TensorMapTable(box=(64, 32), swizzle=swizzle).placeholder(5, cutlass.Float32))
     assert err.diag is Diag.ATOM_TYPE_MISMATCH and err.param == "descs"
     assert f"swizzle none, but the descriptors of `descs` were encoded with swizzle {swizzle}" in str(err)
     assert "swizzle='none'" in err.hint

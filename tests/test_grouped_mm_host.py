@@ -291,3 +291,16 @@ def test_every_seeded_kernel_bug_still_applies():
         text = f.read()
     for name, (old, _) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS}.items():
         assert text.count(old) == 1, name
+
+
+def test_a_cpu_offs_under_graph_capture_is_refused_at_the_calling_line(monkeypatch):
+    launch = object.__new__(gm._Launch)
+    launch.host_offs, launch.m, launch.device = True, 64, torch.device("cuda", 0)
+    monkeypatch.setattr(gm.torch.cuda, "is_current_stream_capturing", lambda: True)
+    a, b, offs = _inputs()
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(GcdslError) as info:
+        launch(a, b, offs, None)
+    err = info.value
+    assert err.diag is Diag.BAD_OP_INPUT and err.param == "offs" and "keep offs on the GPU" in err.hint
+    assert err.location.filename == __file__ and err.location.line == line

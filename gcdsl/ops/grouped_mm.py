@@ -146,6 +146,10 @@ class _Launch:
 
     def __call__(self, a, b, offs, out):
         if self.host_offs:
+            if torch.cuda.is_current_stream_capturing():
+                _fail("offs is on the CPU while a CUDA graph is being captured: its copy to the GPU "
+                      "cannot be replayed with new values", param="offs",
+                      hint="keep offs on the GPU (as the router makes it); a replay then reads whatever it holds")
             _check_host_offsets(offs, self.m)
             offs = offs.to(self.device, non_blocking=True)  # a staged copy: no wait for the GPU
         if self.m == 0:
