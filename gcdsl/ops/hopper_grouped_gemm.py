@@ -28,7 +28,8 @@ Scheduler: at the start every CTA reads `offs` (one warp, G / 32 values a lane,
 all loads in flight at once) and builds a table in shared memory:
     tile_end[g]   cumulative count of cluster tiles (cluster_m M-tiles x one
                   N-tile) up to and including group g
-    row_end[g]    the group's clamped end row; the group starts at row_end[g-1]
+    row_end[g+1]  the group's clamped end row, after row_end[0] = 0: group g's
+                  rows are row_end[g]:row_end[g+1]
 `offs` is clamped as it is read: each end to the largest end before it (so rows
 never go negative) and to M (so no row past `a` and `out` is touched). A valid
 `offs` is unchanged by this; an invalid one computes garbage in the rows it
