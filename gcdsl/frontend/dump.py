@@ -32,6 +32,9 @@ def render_with_line_map(desugared: Desugared) -> Tuple[str, Dict[int, int]]:
     lines = ast.unparse(desugared.module).split("\n")
     ours = [n for n in ast.walk(desugared.module) if isinstance(n, ast.stmt)]
     rendered = [n for n in ast.walk(ast.parse("\n".join(lines))) if isinstance(n, ast.stmt)]
+    if [type(n) for n in ours] != [type(n) for n in rendered]:  # the pairing below rests on this
+        raise TypeError("gcdsl internal error: the desugared text does not parse back into the "
+                        "statements it was rendered from")
     starts: Dict[int, int] = {}          # index in `lines` -> the user's line
     comment_before: Dict[int, str] = {}  # index in `lines` -> origin, on a line of its own
     comment_after: Dict[int, str] = {}   # index in `lines` -> origin, at the end of the line

@@ -162,13 +162,11 @@ class _IndexRewriter(ast.NodeTransformer):
 def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False,
             kernel_options: Optional[Dict[str, Any]] = None) -> Desugared:
     source = analysis.source
-    fn = copy.deepcopy(source.tree)
+    copies: Dict[int, Any] = {}  # deepcopy's memo: id(original node) -> its copy
+    fn = copy.deepcopy(source.tree, copies)
     rewriter = _IndexRewriter(analysis, check_bounds)
-    # deepcopy breaks node identity; map the sites onto the copy by walking both trees.
-    originals = list(ast.walk(source.tree))
-    copies = list(ast.walk(fn))
-    remap = {id(c): rewriter.sites[id(o)] for o, c in zip(originals, copies) if id(o) in rewriter.sites}
-    rewriter.sites = remap
+    # The analysis found its sites in the original tree: name them by their copies.
+    rewriter.sites = {id(copies[original]): site for original, site in rewriter.sites.items()}
     fn = rewriter.visit(fn)
 
     params_by_name = {a.arg: a for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
