@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Set,
 from . import config, frontend
 from .diagnostics import Diag, GcdslError, SourceLocation, caller_location
 from .frontend.analysis import KernelAnalysis, ParamKind
-from .frontend.dump import register_source, render_with_line_map, synthetic_filename
+from .frontend.dump import Rendered, render_kernel
 from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import _dsl, param_budget, runtime
 from .lower.descriptors import descriptor_verdict, pack_descriptor_list
@@ -42,13 +42,12 @@ class Kernel:
         self._analysis: KernelAnalysis = frontend.analyze(source)
         self._dsl_options = dict(dsl_options or {})
         desugared = frontend.desugar(self._analysis, check_bounds=check_bounds, kernel_options=self._dsl_options)
-        self.desugared_source, self._line_map = render_with_line_map(desugared)
+        self._rendered: Rendered = render_kernel(desugared, func.__name__, source.filename, source.tree.lineno)
         self.__name__ = func.__name__
         self.__qualname__ = func.__qualname__
         self.__doc__ = func.__doc__
         self.__module__ = func.__module__
         self._signature = inspect.signature(func)
-        self._filename = synthetic_filename(func.__name__, source.filename, source.tree.lineno, self.desugared_source)
         self._dumped = False
         # (argument, first byte, end) in the parameter buffer, as the last launch laid them
         # out: `gcdsl.ptx.summary(ptx, kernel.parameter_spans)` names what it lists
@@ -65,8 +64,7 @@ class Kernel:
         as they are to the original. Closures and computed defaults come in
         through the binding function the front end wrapped around the `def`.
         """
-        register_source(self._filename, self.desugared_source)
-        code = compile(self.desugared_source, self._filename, "exec")
+        code = self._rendered.code()
         globals_ = func.__globals__
         globals_.setdefault(RUNTIME_NAME, runtime)
         namespace: Dict[str, Any] = {}
@@ -78,6 +76,11 @@ class Kernel:
         defaults = [params[name].default for name in desugared.defaulted_params]
         options = [self._dsl_options] if self._dsl_options else []
         return namespace[BIND_NAME](*closure, *defaults, *options)
+
+    @property
+    def desugared_source(self) -> str:
+        """The desugared text: exactly what the DSL reads and traces."""
+        return self._rendered.text
 
     # -- calling -------------------------------------------------------------------------
 
@@ -114,8 +117,7 @@ class Kernel:
             with_defaults.arguments, kernel=self.__name__,
             location=self._analysis.source.location(self._analysis.source.tree))
         self._dump_once()
-        # linecache entries can be dropped by anyone; the DSL reads ours on every trace.
-        register_source(self._filename, self.desugared_source)
+        self._rendered.register()
         args, kwargs = [], {}
         for name, param in self._signature.parameters.items():
             if name not in arguments:
@@ -184,17 +186,12 @@ class Kernel:
                 return SourceLocation(filename, line, min(cols))
         return SourceLocation(filename, line, _indent(filename, line))
 
-    def _user_line(self, rendered_line: int) -> Optional[int]:
-        """The user's line for a line of the desugared text (a statement's continuation
-        lines belong to the statement)."""
-        starts = [n for n in self._line_map if n <= rendered_line]
-        return self._line_map[max(starts)] if starts else None
 
     def _user_place_in(self, tb: Any) -> Optional[Tuple[str, int]]:
         """The user's file and line of the innermost desugared frame in a traceback."""
         for frame in reversed(traceback.extract_tb(tb)):
-            if frame.filename == self._filename:
-                line = self._user_line(frame.lineno)
+            if frame.filename == self._rendered.filename:
+                line = self._rendered.user_line(frame.lineno)
                 if line is not None:
                     return self._analysis.source.filename, line
         return None
@@ -218,8 +215,8 @@ class Kernel:
             place = self._user_place_in(err.__traceback__)
 
             def user_place(filename: str, line: int) -> Optional[Tuple[str, int]]:
-                if filename == self._filename:
-                    mapped = self._user_line(line)
+                if filename == self._rendered.filename:
+                    mapped = self._rendered.user_line(line)
                     return (self._analysis.source.filename, mapped) if mapped else None
                 return place if filename.startswith(_PACKAGE_DIR) else None
 
@@ -235,7 +232,7 @@ class Kernel:
         self._dumped = True
         settings = config.get()
         if settings.dump:
-            print(f"# ---- gcdsl: desugared {self._filename} ----", file=sys.stderr)
+            print(f"# ---- gcdsl: desugared {self._rendered.filename} ----", file=sys.stderr)
             print(self.desugared_source, file=sys.stderr)
         dump_dir = settings.dump_dir
         if dump_dir:

@@ -223,7 +223,7 @@ def test_two_renderings_of_one_def_keep_their_own_source():
 
     plain, checked = gcdsl.kernel(_picks), gcdsl.kernel(check_bounds=True)(_picks)
     assert plain.desugared_source != checked.desugared_source
-    assert plain._filename != checked._filename and checked._filename.endswith(" #2>")
+    assert plain._rendered.filename != checked._rendered.filename and checked._rendered.filename.endswith(" #2>")
     for k in (plain, checked):
-        assert "".join(linecache.getlines(k._filename)) == k.desugared_source
-    assert gcdsl.kernel(_picks)._filename == plain._filename  # the same text keeps its name
+        assert "".join(linecache.getlines(k._rendered.filename)) == k.desugared_source
+    assert gcdsl.kernel(_picks)._rendered.filename == plain._rendered.filename  # the same text keeps its name

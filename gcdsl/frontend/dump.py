@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 import linecache
 import os
-from typing import Dict, List, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
 
 from .rewrite import Desugared
 
@@ -73,6 +74,36 @@ def synthetic_filename(func_name: str, user_filename: str, line: int, text: str)
         texts.append(text)
     number = texts.index(text) + 1
     return f"<{base}>" if number == 1 else f"<{base} #{number}>"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One rendering of a kernel: the desugared text, its name in linecache, and for each
+    line that starts a statement the user's line it came from."""
+
+    text: str
+    filename: str
+    line_map: Dict[int, int]
+
+    def code(self) -> Any:
+        """Registered in linecache (the DSL and tracebacks read it there), then compiled."""
+        self.register()
+        return compile(self.text, self.filename, "exec")
+
+    def register(self) -> None:
+        # linecache entries can be dropped by anyone; the DSL reads this one on every trace
+        register_source(self.filename, self.text)
+
+    def user_line(self, rendered_line: int) -> Optional[int]:
+        """The user's line for a line of the text (a statement's continuation lines
+        belong to the statement)."""
+        starts = [n for n in self.line_map if n <= rendered_line]
+        return self.line_map[max(starts)] if starts else None
+
+
+def render_kernel(desugared: Desugared, func_name: str, user_filename: str, line: int) -> Rendered:
+    text, line_map = render_with_line_map(desugared)
+    return Rendered(text, synthetic_filename(func_name, user_filename, line, text), line_map)
 
 
 def register_source(filename: str, text: str) -> None:
