@@ -130,3 +130,13 @@ def test_unparse_round_trips_so_the_dump_can_find_its_statements():
     again = ast.parse(ast.unparse(tree))
     assert ast.dump(again) == ast.dump(tree)
     assert re.search(r"def f", ast.unparse(tree))
+
+
+def test_the_arch_the_dsl_read_at_import_is_envar_arch():
+    """compile_target_problem compares CUTE_DSL_ARCH with what the DSL read when `cutlass`
+    was imported: `envar._arch` of the DSL instance (None until detected, where unset)."""
+    envar = _dsl._dsl_instance().envar
+    assert hasattr(envar, "_arch")
+    if os.environ.get("CUTE_DSL_ARCH"):
+        assert envar._arch == os.environ["CUTE_DSL_ARCH"]
+

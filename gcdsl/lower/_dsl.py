@@ -13,6 +13,7 @@ the results against the PTX.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
@@ -334,8 +335,6 @@ def compile_target_problem() -> Optional[str]:
     and otherwise asks the driver on its first compile, falling back to sm_100a
     where there is no GPU.
     """
-    import os
-
     wanted = os.environ.get("CUTE_DSL_ARCH")
     read = _dsl_instance().envar._arch
     if wanted and wanted != read:
