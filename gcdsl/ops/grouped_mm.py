@@ -157,7 +157,11 @@ class _Launch:
         index = self.device.index
         if index != torch.cuda.current_device():
             with torch.cuda.device(index):
-                return self(a, b, offs, out)
+                return self._launch(a, b, offs, out, index)
+        return self._launch(a, b, offs, out, index)
+
+    def _launch(self, a, b, offs, out, index):
+        """The kernel on a's device, now current; `offs` is on it too."""
         self.kernel(a.data_ptr(), b.data_ptr(), out.data_ptr() - self.c_back, offs.data_ptr(), self.m, self.ctas,
                     _current_stream(index))
         return out
