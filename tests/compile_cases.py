@@ -122,20 +122,28 @@ def _param_kinds():
     return param_kinds.launch_every_kind, param_kinds.fake_args()
 
 
-def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1):
+def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1, **layout):
     def build():
         import cutlass
         import cutlass.cute as cute
         from gcdsl.ops import hopper_grouped_gemm as hgg
 
         ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
-        gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m))
+        gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m, **layout))
         ptr = lambda dt, align=16: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=align)  # noqa: E731
         return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), ptr(cutlass.Int32, 4), cutlass.Int32(1),
                       cutlass.Int32(cluster_m), cute.runtime.make_fake_stream())
 
     return build
 
+
+# The kernel's layout fields (`GemmConfig`) of the cases that are not ragged M with both operands K-major.
+GROUPED_GEMM_LAYOUTS = {
+    "grouped_gemm_bf16_t256_g8_bn": dict(b_major="n"),
+    "grouped_gemm_bf16_t256_g8_am_pairs": dict(a_major="m"),
+    "grouped_gemm_bf16_t256_f32_g128_rk": dict(ragged="k", a_major="m", b_major="n"),
+    "grouped_gemm_fp16_t128_g8_batch": dict(ragged="batch", a_major="m", b_major="n"),
+}
 
 GROUPED_GEMM_CASES = {
     "grouped_gemm_bf16_t256_g8": _grouped_gemm("BFloat16", "BFloat16", 8, 256),
@@ -144,6 +152,14 @@ GROUPED_GEMM_CASES = {
     "grouped_gemm_bf16_t256_g8_pairs": _grouped_gemm("BFloat16", "BFloat16", 8, 256, cluster_m=2),
     "grouped_gemm_bf16_t128_f32_g16_pairs": _grouped_gemm("BFloat16", "Float32", 16, 128, n=4096, k=4096,
                                                           cluster_m=2),
+    # the layouts of training: the input gradient (B N-major), A M-major, and the
+    # weight gradient (ragged K, both operands MN-major, a 3-D output); a batch
+    **{name: _grouped_gemm(*args, **kwargs, **GROUPED_GEMM_LAYOUTS[name]) for name, (args, kwargs) in {
+        "grouped_gemm_bf16_t256_g8_bn": (("BFloat16", "BFloat16", 8, 256), dict(n=2048, k=4096)),
+        "grouped_gemm_bf16_t256_g8_am_pairs": (("BFloat16", "BFloat16", 8, 256), dict(n=4096, k=2048, cluster_m=2)),
+        "grouped_gemm_bf16_t256_f32_g128_rk": (("BFloat16", "Float32", 128, 256), dict(n=4096, k=0, m=2048)),
+        "grouped_gemm_fp16_t128_g8_batch": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),
+    }.items()},
 }
 
 

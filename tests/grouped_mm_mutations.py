@@ -21,24 +21,33 @@ from typing import Dict, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm.py")
-TESTS = ["tests/test_grouped_mm.py", "-x", "-q", "-p", "no:cacheprovider",
-         "-k", "edges or clamped or graph or (ragged and 64 and 392)"]
+TESTS = ["tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
+         "-k", "edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
 # name: (text in the kernel, its replacement)
 MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the schedule
-    "rows_plus_one": ("rows = row_end[group + 1] - start", "rows = row_end[group + 1] - start + 1"),
+    "rows_plus_one": ("        length = row_end[group + 1] - start\n        rows_per_step",
+                      "        length = row_end[group + 1] - start + 1\n        rows_per_step"),
     "offs_of_next_group": ("offs[cutlass.min(lane * c + j, self.groups - 1)]",
                            "offs[cutlass.min(lane * c + j + 1, self.groups - 1)]"),
-    "no_clamp_to_m": ("end = cutlass.min(before, m_total)", "end = before"),
+    "no_clamp_to_m": ("end = cutlass.min(before, total)", "end = before"),
     "scan_without_lane_guard": ("            if lane >= (1 << step):\n                total += other",
                                 "            total += other"),
     "row_end_shifted": ("row_end[lane * c + j + 1] = ends[j]", "row_end[lane * c + j] = ends[j]"),
     # the ragged store
     "store_third_coordinate_minus_one": ("mC[(None, None, start + rows)]", "mC[(None, None, start + rows - 1)]"),
-    "store_rows_unclipped": ("(m_total - rows, 0)", "(m_total - rows - 1, 0)"),
+    "store_rows_unclipped": ("(total - rows, 0)", "(total - rows - 1, 0)"),
     # the A rows
-    "a_from_group_start_plus_one": ("            first_row = start\n", "            first_row = start + 1\n"),
+    "a_from_group_start_plus_one": ("                first_row = start\n", "                first_row = start + 1\n"),
+    # the grouped reduction (ragged K) and the batch
+    "ragged_k_from_one_column_late": ("k_first = total - length", "k_first = total - length + 1"),
+    "ragged_k_third_coordinate_minus_one": ("mB[(None, None, start + length)]", "mB[(None, None, start + length - 1)]"),
+    "ragged_k_empty_group_keeps_accumulators": ("                acc.fill(0.0)\n                rows_here = rows_here",
+                                                "                rows_here = rows_here"),
+    "batch_m_and_n_tiles_swapped": ("rest // self.groups, tile % self.n_tiles, total",
+                                    "tile % self.n_tiles, rest // self.groups, total"),
+    "b_majors_swapped": ("(k, 1, n * k) if b_k_major else (1, n, n * k)", "(1, n, n * k) if b_k_major else (k, 1, n * k)"),
 }
 SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the schedule read before every thread knows it is written

@@ -223,9 +223,14 @@ def test_refusals_point_at_the_calling_line():
     assert "int32" in str(_refused(a, b, offs.long()))
     assert "must agree" in str(_refused(a[:, :64], b, offs))
     assert "must agree" in str(_refused(a, b, offs[:3]))
-    assert "2D x 3D" in str(_refused(a, b[0], offs))
-    assert "row-major" in str(_refused(a.t().contiguous().t(), b, offs))
-    assert "transpose" in str(_refused(a, b.contiguous(), offs))
+    assert "2-D or 3-D" in str(_refused(a, b[0, None, None], offs))
+    # 2D x 2D, grouped along T: T contiguous in a, then in b
+    assert _refused(a, b[0], offs).param == "a" and "must not be contiguous" in str(_refused(a, b[0], offs))
+    assert _refused(a.t().contiguous().t(), b[0], offs).param == "b"
+    assert "needs offs" in str(_refused(a, b, None))
+    assert "batched" in str(_refused(a[None], b[:1], offs))
+    assert "column-major" in str(_refused(a[::2], b, offs))  # neither layout, packed
+    assert "group counts" in str(_refused(a.expand(3, 64, 128), b[0], offs))  # 3D x 2D, 3 groups and 4 ends
     a2, b2, offs2 = _inputs(k=100)
     assert "16-byte" in str(_refused(a2, b2, offs2))
     a3, b3, offs3 = _inputs(n=100)
@@ -295,7 +300,8 @@ def test_every_seeded_kernel_bug_still_applies():
 
 def test_a_cpu_offs_under_graph_capture_is_refused_at_the_calling_line(monkeypatch):
     launch = object.__new__(gm._Launch)
-    launch.host_offs, launch.m, launch.device = True, 64, torch.device("cuda", 0)
+    launch.host_offs, launch.device = True, torch.device("cuda", 0)
+    launch.problem = __import__("types").SimpleNamespace(offs_extent=64, launchable=True)
     monkeypatch.setattr(gm.torch.cuda, "is_current_stream_capturing", lambda: True)
     a, b, offs = _inputs()
     line = inspect.currentframe().f_lineno + 2

@@ -1,12 +1,15 @@
 """The Hopper grouped GEMM compiled for sm_90a without a GPU: what its PTX and SASS must show.
 
-- three TMA descriptors (A, B and the ragged output) in grid-constant parameter space,
+- three TMA descriptors (A, B and the output) in grid-constant parameter space,
   whatever G is, and every TMA store's descriptor is `cvta.param` of the output's;
+  for every case of `torch._grouped_mm` and both majors of A and B;
 - nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
   proxy fence); the only global loads are those of `offs`, one per group a lane holds,
   all issued before the schedule's first shuffle;
 - no local memory, no spills, no predicated R2UR;
-- 8 WGMMAs (4 k-blocks x 2 call sites), 2 TMA loads, one TMA store per 32-column sub-tile;
+- 8 WGMMAs (4 k-blocks x 2 call sites), transposed for MN-major operands; TMA loads per
+  stage as the operands' majors need (one box per 64 elements of the contiguous mode);
+  one TMA store per 32-column sub-tile;
 - the parameter bytes are the same at every G, up to MAX_GROUPS.
 """
 import re
@@ -15,11 +18,17 @@ import pytest
 
 from gcdsl import ptx
 from gcdsl.ops.grouped_mm import MAX_GROUPS
-from tests.compile_cases import GROUPED_GEMM_CASES
+from tests.compile_cases import GROUPED_GEMM_CASES, GROUPED_GEMM_LAYOUTS
 
 CASES = tuple(GROUPED_GEMM_CASES)
 PAIRS = tuple(c for c in CASES if c.endswith("_pairs"))
-PARAM_BYTES = 532  # tiled MMA, three atoms, their coordinate tensors, offs, M
+# tiled MMA, three atoms, their coordinate tensors, offs, T; the ragged K views of A and
+# B carry their runtime extents in their coordinate tensors
+PARAM_BYTES = {"m": 532, "batch": 532, "k": 588}
+
+
+def _layout(case):
+    return {"ragged": "m", "a_major": "k", "b_major": "k", **GROUPED_GEMM_LAYOUTS.get(case, {})}
 
 
 def _groups(case):
@@ -45,7 +54,7 @@ def test_three_descriptors_in_param_space_at_every_group_count(compiled, case):
     entry = _entry(compiled, case)
     descriptors = [p for p in entry.params if p.size == 128 and p.align == 64]
     assert len(descriptors) == 3 and not [p for p in entry.params if p.size > 128], entry.params
-    assert entry.param_bytes == PARAM_BYTES
+    assert entry.param_bytes == PARAM_BYTES[_layout(case)["ragged"]]
     # gcdsl's own budget check, run when the kernel was launched, agrees with the PTX
     assert compiled.param_bytes(case) == {"kernel": entry.param_bytes}
 
@@ -73,6 +82,9 @@ def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case
                       "cp.fence.proxy.tensormap"):
         assert forbidden not in text, forbidden
     loads = entry.instructions("ld.global")
+    if _layout(case)["ragged"] == "batch":
+        assert not loads  # no offs, no schedule
+        return
     assert len(loads) == -(-_groups(case) // 32), loads[:3]  # G / 32 values a lane, unrolled
     assert all(re.match(r"ld\.global(\.nc)?\.b32\s", i) for i in loads), loads[:3]
     first_shuffle = entry.body.index("shfl.sync.up")
@@ -83,10 +95,20 @@ def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case
 @pytest.mark.parametrize("case", CASES)
 def test_instruction_counts(compiled, case):
     entry = _entry(compiled, case)
-    assert entry.count("wgmma.mma_async") == 8
+    layout = _layout(case)
+    wgmmas = entry.instructions("wgmma.mma_async")
+    assert len(wgmmas) == 8
+    # the last two immediates: transpose A, transpose B (MN-major operands)
+    transposed = (int(layout["a_major"] == "m"), int(layout["b_major"] == "n"))
+    assert all(re.search(r",\s*(\d),\s*(\d);?$", w.rstrip(";")).groups() == tuple(map(str, transposed))
+               for w in wgmmas), wgmmas[0][-40:]
     loads = _loads(entry)
-    assert len(loads) == 2  # A (2-D) and B (3-D: the group is a coordinate)
-    assert sum(".3d." in i for i in loads) == 1
+    # one box per 64 contiguous elements: a K-major tile is one box, an MN-major one a box per 64 rows
+    boxes_a = 1 if layout["a_major"] == "k" else 128 // 64
+    boxes_b = 1 if layout["b_major"] == "k" else _tile_n(case) // 64
+    assert len(loads) == boxes_a + boxes_b, loads
+    three_d = boxes_b + (boxes_a if layout["ragged"] != "m" else 0)  # B has the group mode; so has A unless ragged M
+    assert sum(".3d." in i for i in loads) == three_d
 
 
 @pytest.mark.parametrize("case", CASES)

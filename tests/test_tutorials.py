@@ -57,7 +57,7 @@ def test_tutorial_03_grouped_gemm(tmp_path):
     if has_gpu():
         assert "verify against float32: PASS" in proc.stdout and "graph us/layer" in proc.stdout
     else:
-        assert "self.build_schedule(offs, m_total, tile_end, row_end)" in proc.stdout  # offs, read in the kernel
+        assert "self.build_schedule(offs, total, tile_end, row_end)" in proc.stdout  # offs, read in the kernel
         assert "self.produce(" in proc.stdout and "self.consume(" in proc.stdout  # the roles
         assert "532 bytes in 8 parameters" in proc.stdout  # three descriptors, whatever the expert count
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout

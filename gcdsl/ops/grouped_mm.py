@@ -1,40 +1,46 @@
-"""`gcdsl.ops.grouped_mm`: the 2D x 3D case of `torch._grouped_mm` on Hopper.
+"""`gcdsl.ops.grouped_mm`: `torch._grouped_mm` on Hopper, every case, with autograd.
 
     out = gcdsl.ops.grouped_mm(a, b, offs)         # out_dtype=None: a's dtype
 
-a     (M, K) bf16 or fp16, row-major; rows offs[g-1]:offs[g] belong to group g
-b     (G, K, N), the same dtype, stored K-major as torch keeps expert weights:
-      `w.transpose(-2, -1)` of a contiguous (G, N, K) tensor
-offs  (G,) int32 cumulative row ends; groups of 0 rows are allowed
-out   (M, N) in out_dtype (bf16, fp16 or fp32); rows past offs[-1] are not
-      written (torch leaves them undefined too)
+The cases (`grouped_cases.py` checks them and maps each onto the kernel):
+    a (T, K)     x b (G, K, N)  -> (T, N)     rows offs[g-1]:offs[g] of a are group g
+    a (G, M, K)  x b (K, T)     -> (M, T)     columns of b grouped; the result is column-major
+    a (M, T)     x b (T, N)     -> (G, M, N)  the reduction grouped (a weight gradient)
+    a (G, M, K)  x b (G, K, N)  -> (G, M, N)  a batch, offs=None
+bf16 or fp16 in; bf16, fp16 or fp32 out (fp32 accumulation); each operand row- or
+column-major as it lies, except that a grouped reduction must be strided in both
+operands. Groups may be empty: rows or columns of an empty group in the first two
+cases are not written (as past offs[-1]; torch leaves them undefined too), and an
+empty group of the grouped reduction gets zeros.
 
 `offs` may live on the GPU, where an MoE router makes it: the kernel reads it
 from global memory and its persistent scheduler derives each group's tiles from
 it on the device (`hopper_grouped_gemm.py`). A call never copies `offs` to the
 host or waits for the GPU, and can be captured in a CUDA graph: a replay reads
 whatever `offs` holds then. A CUDA `offs` is not checked (that would need its
-values on the host): the kernel clamps each end to [previous end, M], so a bad
-`offs` computes wrong rows but never writes outside `out[:M]`. A CPU `offs` is
-checked on the host (non-decreasing, at most M; a GcdslError otherwise) and then
+values on the host): the kernel clamps each end to [previous end, T], so a bad
+`offs` computes wrong values but never writes outside the result. A CPU `offs` is
+checked on the host (non-decreasing, at most T; a GcdslError otherwise) and then
 copied to a's device, a host-to-device copy of 4 G bytes before the launch.
 
-The three TMA descriptors (A, B and one ragged descriptor that clips every
-group's store at its own last row) depend on the tensors' addresses and extents
-only, never on `offs`. They live in the kernel's grid-constant parameter space;
-nothing is written to a descriptor on the device.
+The three TMA descriptors depend on the tensors' addresses and extents only,
+never on `offs`. They live in the kernel's grid-constant parameter space; nothing
+is written to a descriptor on the device.
 
-Per (dtypes, G, N, K, tile) two kernels are compiled together, once: CTAs alone
-and CTAs in pairs (a 2x1 cluster: two M-tiles of a group share each B tile by TMA
-multicast). The total M and `offs` are runtime values, so new offsets or new data
-never recompile. Registered as the custom op `gcdsl::grouped_mm` (with a fake
-implementation), so it composes with `torch.compile`.
+Autograd: the gradients are grouped products of the other cases (`_backward`), on
+the same kernel. Registered as the custom op `gcdsl::grouped_mm` with a fake
+implementation and an autograd formula, so it composes with `torch.compile`.
+
+Per configuration (case, layouts, dtypes, G and the fixed extents, tile) the kernels
+are compiled once: with ragged rows, CTAs alone and CTAs in pairs (a 2x1 cluster:
+two M-tiles of a group share each B tile by TMA multicast). T and `offs` are runtime
+values, so new offsets or new data never recompile.
 
 Heuristics, from shapes alone (never `offs`). Tile: 128x256, unless N <= 128, the
 last 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups
-that can have rows (at most min(G, M)) make no more 256-wide tiles than half the SMs
-(decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (from M
-and G): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
+that can have rows (at most min(G, T)) make no more 256-wide tiles than half the SMs
+(decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (ragged
+rows only): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
 whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
 groups odd, that is one paired M-tile in 17 at most) and N mod tile is 0 or more than
 half a tile (each CTA's half of the last B tile starts inside B), else single CTAs.
@@ -43,31 +49,22 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
-import os
 from typing import Any, Dict, Optional, Tuple
 
 import torch
 import torch.utils._python_dispatch
 
-from ..diagnostics import Diag, GcdslError, SourceLocation
+from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fail, strides_match
 
-# Groups per call: the scheduler's table of 8 bytes a group sits in each CTA's shared
-# memory next to the pipeline (from 353 groups on it costs the 128x256 tile one of
-# its four stages), and one warp of 32 lanes reads offs at G / 32 values a lane.
-MAX_GROUPS = 1024
 # Pairs of CTAs when a group averages at least this many rows, 8 M-tiles of 128: with
 # about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
 # pairs make up for by halving B's traffic from L2 (W5's forced configurations show both).
 PAIR_ROWS_PER_GROUP = 1024
 
-_AB_DTYPES = (torch.bfloat16, torch.float16)
-_OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
-
-def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
                out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """`torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype)` for 2-D `a`, 3-D `b`."""
+    """`torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype)`, every case, differentiable."""
     if _plain_eager_call(a, b, offs):
         # The same code as the op's, without the dispatcher's cost (tens of microseconds).
         return _grouped_mm_impl(a, b, offs, out_dtype)
@@ -78,40 +75,107 @@ def _plain_eager_call(a: Any, b: Any, offs: Any) -> bool:
     """Plain tensors, no tracing (torch.compile, make_fx, fake tensors), no autograd."""
     in_mode = getattr(torch.utils._python_dispatch, "is_in_torch_dispatch_mode", None)
     return (not torch.compiler.is_compiling() and in_mode is not None and not in_mode()
-            and all(type(t) is torch.Tensor for t in (a, b, offs))
+            and all(type(t) is torch.Tensor for t in (a, b)) and (offs is None or type(offs) is torch.Tensor)
             and not (a.requires_grad or b.requires_grad))
 
 
 @torch.library.custom_op("gcdsl::grouped_mm", mutates_args=())
-def _grouped_mm_op(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+def _grouped_mm_op(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
                    out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     return _grouped_mm_impl(a, b, offs, out_dtype)
 
 
 @_grouped_mm_op.register_fake
-def _grouped_mm_fake(a, b, offs, out_dtype=None):
-    out_dtype = check_inputs(a, b, offs, out_dtype, addresses=False)  # fake tensors have none
-    return a.new_empty((a.shape[0], b.shape[2]), dtype=out_dtype)
+def _grouped_mm_fake(a, b, offs=None, out_dtype=None):
+    problem = describe(a, b, offs, out_dtype, addresses=False)  # fake tensors have no addresses
+    out = a.new_empty(problem.kernel_out_shape, dtype=problem.out_dtype)
+    return out.t() if problem.swapped else out
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    a, b, offs, _ = inputs
+    ctx.save_for_backward(a, b, offs)
+
+
+def _backward(ctx, grad):
+    """Each gradient is a grouped product of another case, on the same kernel and `offs`:
+
+        forward   da = dy @ b^T       db = a^T @ dy
+        2D x 3D   2D x 3D             2D x 2D (grouped reduction)
+        3D x 2D   2D x 2D             3D x 2D
+        2D x 2D   3D x 2D             2D x 3D
+        3D x 3D   3D x 3D             3D x 3D
+
+    `dy` is cast to the inputs' dtype (the kernel reads 16-bit operands).
+    """
+    a, b, offs = ctx.saved_tensors
+    dy = _readable(grad.to(a.dtype))
+    grad_a = _product(dy, b.transpose(-2, -1), offs, like=a) if ctx.needs_input_grad[0] else None
+    grad_b = _product(a.transpose(-2, -1), dy, offs, like=b) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b, None, None
+
+
+torch.library.register_autograd("gcdsl::grouped_mm", _backward, setup_context=_setup_context)
+
+
+def _product(x: torch.Tensor, y: torch.Tensor, offs, like: torch.Tensor) -> torch.Tensor:
+    """x @ y per group, laid out as `like` (the input it is the gradient of) where computing
+    (y^T @ x^T)^T instead gives that layout: then the optimizer's update of a weight kept
+    as (G, N, K) reads its gradient without a transposed copy.
+
+    The results of 3D x 2D are column-major and of the other cases row-major. A grouped
+    reduction (2D x 2D) needs T strided in both operands, in either orientation: operands
+    of another layout (an unusual `dy`, a column-major `a`) are copied once.
+    """
+    if x.dim() == 2 and y.dim() == 2:
+        x, y = _column_major(x), _row_major(y)
+    plain_is_column_major = (x.dim(), y.dim()) == (3, 2)
+    like_is_column_major = like.stride(-2) == 1 and like.shape[-1] > 1
+    if plain_is_column_major != like_is_column_major:
+        return grouped_mm(y.transpose(-2, -1), x.transpose(-2, -1), offs, like.dtype).transpose(-2, -1)
+    return grouped_mm(x, y, offs, like.dtype)
+
+
+def _readable(t: torch.Tensor) -> torch.Tensor:
+    """`t` itself when its last two modes are packed row- or column-major (and 16-byte
+    aligned), else a contiguous copy (an expanded or sliced incoming gradient)."""
+    rows, cols = t.shape[-2:]
+    batch = (rows * cols,) if t.dim() == 3 else ()
+    packed = strides_match(t, (*batch, cols, 1)) or strides_match(t, (*batch, 1, rows))
+    aligned = t.storage_offset() * t.element_size() % 16 == 0  # (traced tensors have no address)
+    return t if packed and aligned else t.contiguous()
+
+
+def _row_major(t: torch.Tensor) -> torch.Tensor:
+    return t if strides_match(t, (t.shape[1], 1)) else t.contiguous()
+
+
+def _column_major(t: torch.Tensor) -> torch.Tensor:
+    return t if strides_match(t, (1, t.shape[0])) else t.t().contiguous().t()
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype):
     launch = _launch_for(a, b, offs, out_dtype)
-    out = torch.empty(launch.out_shape, dtype=launch.out_dtype, device=a.device)
-    return launch(a, b, offs, out)
+    return launch(a, b, offs, launch.problem.make_output(a.device))
 
 
-def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor, out: torch.Tensor,
+def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> torch.Tensor:
-    """Like `grouped_mm`, into a given (M, N) row-major `out` (tests poison it first).
+    """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics; the tests
     and the benchmark use them to run every variant.
     """
     launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m)
-    if out.shape != launch.out_shape or not _strides_match(out, (launch.out_shape[1], 1)) \
+    problem = launch.problem
+    kernel_out = out.t() if problem.swapped else out
+    rows, cols = problem.kernel_out_shape[-2:]
+    expected = ((rows * cols,) if len(problem.kernel_out_shape) == 3 else ()) + (cols, 1)
+    if tuple(kernel_out.shape) != problem.kernel_out_shape or not strides_match(kernel_out, expected) \
             or out.device != a.device or out.data_ptr() % 16:
-        _fail(f"`out` is {tuple(out.shape)} with strides {out.stride()} on {out.device}; expected a "
-              f"contiguous {launch.out_shape} tensor on {a.device}, 16-byte aligned", param="out")
+        layout = "the transpose of a contiguous" if problem.swapped else "a contiguous"
+        fail(f"`out` is {tuple(out.shape)} with strides {out.stride()} on {out.device}; expected "
+             f"{layout} {problem.out_shape} tensor on {a.device}, 16-byte aligned", param="out")
     return launch(a, b, offs, out)
 
 
@@ -125,35 +189,43 @@ class _Launch:
     """
 
     def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m) -> None:
-        self.out_dtype = check_inputs(a, b, offs, out_dtype)
-        self.m, n = a.shape[0], b.shape[2]
-        self.out_shape = (self.m, n)
-        self.host_offs = offs.device.type == "cpu"
+        self.problem = problem = describe(a, b, offs, out_dtype)
+        self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
-        if self.m == 0:
+        if not problem.launchable:
             return  # nothing to compute, nothing to compile
-        tile_n = tile_n or pick_tile_n(n, self.m, b.shape[0], _sm_count(a.device.index))
+        sms = _sm_count(a.device.index)
+        if problem.ragged == "m":
+            tile_n = tile_n or pick_tile_n(problem.n, problem.total, problem.groups, sms)
+        else:  # every group has the same M-tiles: count them as groups of one tile each
+            tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
         with torch.cuda.device(a.device):  # compile and load in a's device context
-            plan = _plan_for(a.dtype, self.out_dtype, b.shape[0], n, b.shape[1], a.device, tile_n)
-        cluster_m = cluster_m or pick_cluster_m(self.m, plan.groups, n, plan.tile_n)
+            plan = _plan_for(problem, a.dtype, a.device, tile_n)
+        cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
+                                  if problem.ragged == "m" else 1)
         self.kernel = plan.kernel(cluster_m)
-        clusters = min(cluster_tile_bound(self.m, plan.groups, n, plan.tile_n, cluster_m),
-                       plan.max_clusters[cluster_m])
+        if problem.ragged == "m":
+            bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m)
+        else:
+            bound = _fixed_m_tiles(problem) * -(-problem.n // plan.tile_n)
+        clusters = min(bound, plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
-        # The ragged store descriptor's base lies M rows before the output (hopper_grouped_gemm's
-        # docstring). Device addresses lie far above any one tensor's size.
-        self.c_back = self.m * n * self.out_dtype.itemsize
+        # Ragged views start before their tensors (hopper_grouped_gemm's docstring).
+        # Device addresses lie far above any one tensor's size.
+        elem, out_elem = a.element_size(), problem.out_dtype.itemsize
+        self.backs = (problem.a_back * elem, problem.b_back * elem, problem.c_back * out_elem)
 
     def __call__(self, a, b, offs, out):
+        problem = self.problem
         if self.host_offs:
             if torch.cuda.is_current_stream_capturing():
-                _fail("offs is on the CPU while a CUDA graph is being captured: its copy to the GPU "
-                      "cannot be replayed with new values", param="offs",
-                      hint="keep offs on the GPU (as the router makes it); a replay then reads whatever it holds")
-            _check_host_offsets(offs, self.m)
+                fail("offs is on the CPU while a CUDA graph is being captured: its copy to the GPU "
+                     "cannot be replayed with new values", param="offs",
+                     hint="keep offs on the GPU (as the router makes it); a replay then reads whatever it holds")
+            check_host_offsets(offs, problem.offs_extent)
             offs = offs.to(self.device, non_blocking=True)  # a staged copy: no wait for the GPU
-        if self.m == 0:
-            return out
+        if not problem.launchable:
+            return out.zero_() if problem.empty_result_is_zero() else out
         index = self.device.index
         if index != torch.cuda.current_device():
             with torch.cuda.device(index):
@@ -161,8 +233,12 @@ class _Launch:
         return self._launch(a, b, offs, out, index)
 
     def _launch(self, a, b, offs, out, index):
-        """The kernel on a's device, now current; `offs` is on it too."""
-        self.kernel(a.data_ptr(), b.data_ptr(), out.data_ptr() - self.c_back, offs.data_ptr(), self.m, self.ctas,
+        """The kernel on a's device, now current; `offs` is on it too (a batch has none: the
+        kernel never reads that pointer)."""
+        first, second = (b, a) if self.problem.swapped else (a, b)
+        a_back, b_back, c_back = self.backs
+        self.kernel(first.data_ptr() - a_back, second.data_ptr() - b_back, out.data_ptr() - c_back,
+                    (offs if offs is not None else a).data_ptr(), self.problem.total, self.ctas,
                     _current_stream(index))
         return out
 
@@ -172,16 +248,21 @@ def _current_stream(index: int) -> int:
 
 
 _LAUNCHES: Dict[Tuple, _Launch] = {}
-_MAX_LAUNCHES = 4096  # distinct signatures kept (M varies with the batch); then start afresh
+_MAX_LAUNCHES = 4096  # distinct signatures kept (T varies with the batch); then start afresh
+
+
+def _signature(t: Any) -> Tuple:
+    if t is None:
+        return (None,)
+    return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
 def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None) -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
-        key = (a.shape, a.stride(), a.dtype, a.device, a.data_ptr() % 16, b.shape, b.stride(), b.dtype, b.device,
-               b.data_ptr() % 16, offs.shape, offs.stride(), offs.dtype, offs.device, out_dtype, tile_n, cluster_m)
+        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m)
     except (AttributeError, TypeError):
-        key = None  # not a tensor: check_inputs says which
+        key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
         launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m)
@@ -191,101 +272,7 @@ def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None) -> _Launch:
     return launch
 
 
-# ---------------------------------------------------------------------------------------
-# Checks: every refusal is a GcdslError at the caller's line
-# ---------------------------------------------------------------------------------------
-def check_inputs(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *,
-                 addresses: bool = True) -> torch.dtype:
-    """Shapes, dtypes, devices, layouts and alignment (not the values of `offs`); the output dtype.
-
-    `addresses=False` skips the base-address alignment check (for fake tensors).
-    """
-    for name, t in (("a", a), ("b", b), ("offs", offs)):
-        if not isinstance(t, torch.Tensor):
-            _fail(f"`{name}` is {type(t).__name__}, not a torch.Tensor", param=name)
-    if a.dim() != 2 or b.dim() != 3 or offs.dim() != 1:
-        _fail(f"expected a (M, K), b (G, K, N) and offs (G,); got a {tuple(a.shape)}, b {tuple(b.shape)}, "
-              f"offs {tuple(offs.shape)}", hint="this is the 2D x 3D case of torch._grouped_mm")
-    m, k = a.shape
-    groups, k_b, n = b.shape
-    if a.dtype not in _AB_DTYPES or b.dtype != a.dtype:
-        _fail(f"a is {a.dtype} and b is {b.dtype}; both must be torch.bfloat16 or both torch.float16",
-              param="a")
-    out_dtype = a.dtype if out_dtype is None else out_dtype
-    if out_dtype not in _OUT_DTYPES:
-        _fail(f"out_dtype {out_dtype} is not supported", param="out_dtype",
-              hint="use torch.bfloat16, torch.float16 or torch.float32 (accumulation is fp32 always)")
-    if offs.dtype != torch.int32:
-        _fail(f"offs is {offs.dtype}; it must be torch.int32 cumulative row ends", param="offs")
-    if k_b != k or offs.shape[0] != groups:
-        _fail(f"a is {tuple(a.shape)}, b is {tuple(b.shape)} and offs has {offs.shape[0]} entries: "
-              "K (a.shape[1], b.shape[1]) and G (b.shape[0], offs.shape[0]) must agree", param="b")
-    if groups < 1 or groups > MAX_GROUPS:
-        _fail(f"{groups} groups; this kernel supports 1 to {MAX_GROUPS}", param="b",
-              hint="each CTA keeps an 8-byte scheduler row per group in shared memory; "
-              "split larger problems into several calls")
-    if not _strides_match(a, (k, 1)):
-        _fail(f"a has strides {a.stride()}; it must be row-major (contiguous)", param="a",
-              hint="pass a.contiguous()")
-    if not _strides_match(b, (n * k, 1, k)):
-        _fail(f"b has strides {b.stride()}; expected {(n * k, 1, k)}, the transpose of a contiguous "
-              f"(G, N, K) tensor", param="b",
-              hint="keep expert weights as a contiguous (G, N, K) tensor w and pass w.transpose(-2, -1)")
-    out_bytes = out_dtype.itemsize
-    if k % 8 or (n * out_bytes) % 16:
-        _fail(f"K = {k} and N = {n}: TMA needs rows of 16-byte multiples (K a multiple of 8, "
-              f"N x {out_bytes} bytes a multiple of 16)", param="b")
-    if addresses and (a.data_ptr() % 16 or b.data_ptr() % 16):
-        _fail("a and b must start at 16-byte aligned addresses", param="a",
-              hint="pass tensors that start at their allocation, or .clone() them")
-    if n * k >= 2**31:
-        _fail(f"N x K = {n * k} elements per group; this kernel needs fewer than 2**31", param="b")
-    if a.device.type != "cuda" or b.device != a.device:
-        _fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
-    if offs.device.type != "cpu" and offs.device != a.device:
-        _fail(f"offs is on {offs.device}; keep it on a's device ({a.device}) or on the CPU", param="offs")
-    if addresses and offs.stride(0) != 1 and groups > 1:
-        _fail(f"offs has stride {offs.stride(0)}; it must be contiguous", param="offs", hint="pass offs.contiguous()")
-    return out_dtype
-
-
-def _strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
-    """The strides TMA will be told, ignoring modes of extent 1 (any stride serves them)."""
-    return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
-
-
-def _check_host_offsets(offs: torch.Tensor, m: int) -> None:
-    """A CPU `offs`, checked as the kernel would need it: non-decreasing, from 0 up to at most M.
-
-    (A CUDA `offs` is not read on the host; the kernel clamps it instead.)
-    """
-    ends = offs.tolist()
-    previous = 0
-    for g, end in enumerate(ends):
-        if end < previous:
-            _fail(f"offs[{g}] = {end} is below offs[{g - 1}] = {previous}" if g else f"offs[0] = {end} < 0",
-                  param="offs", hint="offs holds cumulative row ends: non-decreasing, starting at >= 0")
-        previous = end
-    if previous > m:
-        _fail(f"offs[-1] = {previous} exceeds the {m} rows of a", param="offs")
-
-
-def _fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:
-    raise GcdslError(Diag.BAD_OP_INPUT, message, location=_caller(), param=param, hint=hint)
-
-
-def _caller() -> Optional[SourceLocation]:
-    """The innermost frame outside gcdsl and torch: the line that called grouped_mm."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
-    frame = inspect.currentframe()
-    while frame is not None:
-        name = frame.f_code.co_filename
-        generated = name.startswith("<")  # exec'd or generated code (torch.fx graphs, ...)
-        if not generated and not os.path.abspath(name).startswith((here + os.sep, torch_dir + os.sep)):
-            return SourceLocation(name, frame.f_lineno)
-        frame = frame.f_back
-    return None
+_check_host_offsets = check_host_offsets  # (the tests' name for it)
 
 
 # ---------------------------------------------------------------------------------------
@@ -321,6 +308,14 @@ def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int)
     return (m + min(groups, m) * (step - 1)) // step * -(-n // tile_n)
 
 
+def _fixed_m_tiles(problem: Problem) -> int:
+    """M-tiles of all groups when every group has the same M (ragged K, a batch)."""
+    from .hopper_grouped_gemm import TILE_M
+
+    rows = problem.m if problem.ragged == "k" else problem.total
+    return problem.groups * -(-rows // TILE_M)
+
+
 @functools.lru_cache(maxsize=None)
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -335,14 +330,14 @@ def _max_active_clusters(device_index: int, cluster_m: int) -> int:
 
 
 class _Plan:
-    """A configuration: its compiled kernels, cluster sizes 1 and 2 (where N suits pairs).
+    """A configuration: its compiled kernels, cluster sizes 1 and (ragged rows, where N
+    suits pairs) 2.
 
     Nothing depends on `offs`: the compiled host code makes the three descriptors from
-    the addresses and M at each call, and the kernel reads `offs` itself.
+    the addresses and T at each call, and the kernel reads `offs` itself.
     """
 
-    def __init__(self, ab_dtype: torch.dtype, out_dtype: torch.dtype, groups: int, n: int, k: int,
-                 device: torch.device, tile_n: int) -> None:
+    def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int) -> None:
         import cutlass
         import cutlass.cute as cute
 
@@ -350,11 +345,12 @@ class _Plan:
         from . import hopper_grouped_gemm as hgg
 
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
-        ab, c = to_dsl[ab_dtype], to_dsl[out_dtype]
-        self.groups, self.n, self.tile_n = groups, n, tile_n
-        single = hgg.GemmConfig(ab, c, groups, n, k, tile_n, 1)
+        ab, c = to_dsl[ab_dtype], to_dsl[problem.out_dtype]
+        self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
+        single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
+                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m)
         self.configs = {1: single}
-        if single.pairs_fit:
+        if single.pairs_fit and problem.ragged == "m":
             self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
 
@@ -380,11 +376,12 @@ class _Plan:
 _PLANS: Dict[Tuple, _Plan] = {}
 
 
-def _plan_for(ab_dtype, out_dtype, groups, n, k, device, tile_n) -> _Plan:
-    key = (ab_dtype, out_dtype, groups, n, k, tile_n, device.index)
+def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int) -> _Plan:
+    key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
+           problem.m, problem.n, problem.k, tile_n, device.index)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _Plan(ab_dtype, out_dtype, groups, n, k, device, tile_n)
+        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n)
     return plan
 
 

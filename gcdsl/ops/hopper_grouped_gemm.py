@@ -77,7 +77,7 @@ from cutlass.tensor_utils import LayoutEnum
 
 import gcdsl
 
-from .grouped_mm import MAX_GROUPS  # a lane of the schedule warp holds G / 32 groups in registers
+from .grouped_cases import MAX_GROUPS  # a lane of the schedule warp holds G / 32 groups in registers
 
 TILE_M = 128
 TILE_K = 64
@@ -94,6 +94,11 @@ MAX_STAGES = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
+# What is grouped: the rows of A and of the output ("m", ragged by `offs`), the
+# reduction ("k", ragged by `offs`, a 3-D output), or nothing ("batch", G equal problems).
+RAGGED_MODES = ("m", "k", "batch")
+A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
+B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
 
 
@@ -121,11 +126,15 @@ class GemmConfig:
     c_dtype: Any
     groups: int
     n: int
-    k: int
+    k: int  # 0 when K is ragged (a runtime extent)
     tile_n: int
     # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
     # and the same B tile, each loading half of it and multicasting it to both.
     cluster_m: int = 1
+    ragged: str = "m"
+    a_major: str = "k"
+    b_major: str = "k"
+    m: int = 0  # M when K is ragged (then M is fixed and K the runtime extent)
 
     def __post_init__(self) -> None:
         problems = []
@@ -133,7 +142,7 @@ class GemmConfig:
             problems.append(f"A and B are {self.ab_dtype}, not Float16 or BFloat16")
         if self.c_dtype not in C_DTYPES:
             problems.append(f"the output is {self.c_dtype}, not Float16, BFloat16 or Float32")
-        if not 1 <= self.groups <= MAX_GROUPS:
+        if not 1 <= self.groups <= (MAX_GROUPS if self.ragged != "batch" else 2**31 - 1):
             problems.append(f"G = {self.groups} is outside 1 to {MAX_GROUPS}")
         if self.tile_n not in TILE_NS:
             problems.append(f"tile_n = {self.tile_n} is not one of {TILE_NS}")
@@ -141,6 +150,20 @@ class GemmConfig:
             problems.append(f"cluster_m = {self.cluster_m} is not 1 or 2")
         elif self.cluster_m == 2 and not self.pairs_fit:
             problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
+        elif self.cluster_m == 2 and self.ragged != "m":
+            problems.append("pairs are built for ragged M only")
+        if self.ragged not in RAGGED_MODES or self.a_major not in A_MAJORS or self.b_major not in B_MAJORS:
+            problems.append(f"ragged {self.ragged!r}, A {self.a_major!r}-major, B {self.b_major!r}-major: "
+                            f"expected one of {RAGGED_MODES}, {A_MAJORS}, {B_MAJORS}")
+        elif self.ragged == "k":
+            # The ragged K mode is clipped by a third descriptor mode of K's stride, and
+            # TMA strides are 16-byte multiples: K must not be the contiguous mode.
+            if (self.a_major, self.b_major) != ("m", "n"):
+                problems.append("ragged K needs A M-major and B N-major (K is clipped through a strided mode)")
+            if self.m < 1 or self.k != 0:
+                problems.append(f"ragged K has a fixed M and a runtime K; got m = {self.m}, k = {self.k}")
+        elif self.k < 1 or self.m != 0:
+            problems.append(f"ragged {self.ragged!r} has a fixed K and a runtime M; got m = {self.m}, k = {self.k}")
         if problems:
             raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
 
@@ -153,7 +176,7 @@ class HopperGroupedGemm:
     """One compiled configuration (`GemmConfig`): dtypes, G, N, K, tile N, CTAs per cluster.
 
     `__call__` is the host function to `cute.compile`:
-        (a_ptr, b_ptr, c_ptr, offs_ptr, m_total, num_ctas, stream)
+        (a_ptr, b_ptr, c_ptr, offs_ptr, total, num_ctas, stream)
     with `c_ptr` the output's address moved back by M x N elements (the base of
     the ragged store descriptor) and `offs_ptr` the (G,) Int32 group ends on the device.
     """
@@ -161,18 +184,21 @@ class HopperGroupedGemm:
     def __init__(self, config: GemmConfig) -> None:
         self.config = config
         self.ab_dtype, self.c_dtype, self.acc_dtype = config.ab_dtype, config.c_dtype, cutlass.Float32
-        self.groups, self.n, self.k = config.groups, config.n, config.k
+        self.groups, self.n, self.k, self.m = config.groups, config.n, config.k, config.m
+        self.ragged = config.ragged
         self.tile_mnk = (TILE_M, config.tile_n, TILE_K)
         self.cluster_m = config.cluster_m
         self.n_tiles = -(-config.n // config.tile_n)
-        self.k_tiles = -(-config.k // TILE_K)
-        self.lane_groups = groups_per_lane(config.groups)
+        self.k_tiles = -(-config.k // TILE_K)  # per tile when K is fixed
+        self.m_tiles = -(-config.m // TILE_M)  # per group when M is fixed (ragged K)
+        self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
+        self.lane_groups = groups_per_lane(self.table_groups)
         # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
         self.epi_stages = 4 if config.c_dtype.width == 16 else 2
         self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * config.c_dtype.width // 8 * self.epi_stages
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
         self.stage_bytes = (TILE_M + config.tile_n) * TILE_K * config.ab_dtype.width // 8
-        self.header_bytes = header_bytes(config.groups)
+        self.header_bytes = header_bytes(self.table_groups)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = min(MAX_STAGES, budget // self.stage_bytes)
 
@@ -188,27 +214,24 @@ class HopperGroupedGemm:
         b_ptr: cute.Pointer,
         c_ptr: cute.Pointer,
         offs_ptr: cute.Pointer,
-        m_total: cutlass.Int32,
+        total: cutlass.Int32,
         num_ctas: cutlass.Int32,
         stream: cuda.CUstream,
     ):
         n, k, groups = self.n, self.k, self.groups
         tile_m, tile_n, tile_k = self.tile_mnk
-        # Row-major torch tensors; only M is a runtime extent.
-        a = cute.make_tensor(a_ptr, cute.make_layout((m_total, k), stride=(k, 1)))
-        b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=(k, 1, n * k)))
-        # The ragged view of the output (see the module docstring): rows, columns and a
-        # third mode whose stride is also one row, from M rows before the output.
-        c = cute.make_tensor(c_ptr, cute.make_layout((m_total, n, m_total + 1), stride=(n, 1, n)))
+        a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
 
         # Two consumer warpgroups, each a 64 x tile_n WGMMA tile, stacked along M.
-        k_major = cute.nvgpu.OperandMajorMode.K
+        a_layout = LayoutEnum.ROW_MAJOR if self.config.a_major == "k" else LayoutEnum.COL_MAJOR
+        b_layout = LayoutEnum.ROW_MAJOR if self.config.b_major == "k" else LayoutEnum.COL_MAJOR
         tiled_mma = sm90.make_trivial_tiled_mma(
-            self.ab_dtype, self.ab_dtype, k_major, k_major, self.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n)
+            self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n)
         )
-        a_smem = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
-        b_smem = sm90.make_smem_layout_b(LayoutEnum.ROW_MAJOR, self.tile_mnk, self.ab_dtype, self.stages)
+        a_smem = sm90.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        b_smem = sm90.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, EPI_TILE, self.epi_stages)
 
         tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
@@ -237,9 +260,41 @@ class HopperGroupedGemm:
 
         self.kernel(
             tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
-            offs, m_total, a_smem, b_smem, c_smem,
+            offs, total, a_smem, b_smem, c_smem,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
                  min_blocks_per_mp=1, stream=stream)
+
+    @cute.jit
+    def operands(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer, total: cutlass.Int32):
+        """A (M, K, ...), B (N, K, ...) and the output (M, N, ...) as the descriptors see them.
+
+        `total` is the runtime extent: the stacked rows (ragged M, and M of a batch) or
+        the stacked reduction (ragged K). A ragged mode gets the ragged view of the
+        module docstring: a third mode of the same stride, from `total` steps before
+        the tensor (the host moves the pointer back).
+        """
+        n, k, m, groups = self.n, self.k, self.m, self.groups
+        a_k_major, b_k_major = self.config.a_major == "k", self.config.b_major == "k"
+        b_stride = (k, 1, n * k) if b_k_major else (1, n, n * k)  # (N, K, G), the group a TMA coordinate
+        if cutlass.const_expr(self.ragged == "m"):
+            # a is (M, K) stacked by rows; only M is a runtime extent.
+            a = cute.make_tensor(a_ptr, cute.make_layout((total, k), stride=(k, 1) if a_k_major else (1, total)))
+            b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=b_stride))
+            # The ragged view of the output (see the module docstring): rows, columns and a
+            # third mode whose stride is also one row, from M rows before the output.
+            c = cute.make_tensor(c_ptr, cute.make_layout((total, n, total + 1), stride=(n, 1, n)))
+        elif cutlass.const_expr(self.ragged == "k"):
+            # a is (M, K) and b (N, K) with K stacked and never contiguous; both get the
+            # ragged third mode along K, so a group's last k-tile reads zeros past its end.
+            a = cute.make_tensor(a_ptr, cute.make_layout((m, total, total + 1), stride=(1, m, m)))
+            b = cute.make_tensor(b_ptr, cute.make_layout((n, total, total + 1), stride=(1, n, n)))
+            c = cute.make_tensor(c_ptr, cute.make_layout((m, n, groups), stride=(n, 1, m * n)))
+        else:
+            a = cute.make_tensor(a_ptr, cute.make_layout(
+                (total, k, groups), stride=(k, 1, total * k) if a_k_major else (1, total, total * k)))
+            b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=b_stride))
+            c = cute.make_tensor(c_ptr, cute.make_layout((total, n, groups), stride=(n, 1, total * n)))
+        return a, b, c
 
     @gcdsl.kernel
     def kernel(
@@ -252,7 +307,7 @@ class HopperGroupedGemm:
         tma_c: cute.CopyAtom,
         mC: cute.Tensor,  # TMA coordinates over the ragged output: (M, N, M + 1)
         offs: cute.Tensor,  # (G,) Int32 group ends, in global memory
-        m_total: cutlass.Int32,
+        total: cutlass.Int32,
         a_smem: cute.ComposedLayout,
         b_smem: cute.ComposedLayout,
         c_smem: cute.ComposedLayout,
@@ -294,8 +349,9 @@ class HopperGroupedGemm:
         table = 32 * self.lane_groups
         tile_end = storage.tile_end.get_tensor(cute.make_layout(table))
         row_end = storage.row_end.get_tensor(cute.make_layout(table + 1))
-        if warp == SCHEDULE_WARP:
-            self.build_schedule(offs, m_total, tile_end, row_end)
+        if cutlass.const_expr(self.ragged != "batch"):
+            if warp == SCHEDULE_WARP:
+                self.build_schedule(offs, total, tile_end, row_end)
 
         sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
@@ -310,23 +366,28 @@ class HopperGroupedGemm:
         pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
         if cutlass.const_expr(cluster_m > 1):
             cute.arch.sync_threads()  # the cluster wait above follows a relaxed arrive: order the schedule's writes
-        total_tiles = tile_end[table - 1]  # in units of cluster tiles (entries past G add none)
+        if cutlass.const_expr(self.ragged == "m"):
+            total_tiles = tile_end[table - 1]  # in units of cluster tiles (entries past G add none)
+        elif cutlass.const_expr(self.ragged == "k"):
+            total_tiles = cutlass.Int32(self.groups * self.m_tiles * self.n_tiles)  # empty groups store zeros
+        else:
+            total_tiles = (total + tile_m - 1) // tile_m * self.n_tiles * self.groups
 
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
-                self.produce(mainloop, tma_a, mA, tma_b, tBgB, tBsB, sA, tile_end, row_end, total_tiles,
-                             cluster_idx, num_clusters, rank)
+                self.produce(mainloop, tma_a, mA, tma_b, mB, tBgB, tBsB, sA, sB, tile_end, row_end, total,
+                             total_tiles, cluster_idx, num_clusters, rank)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            self.consume(mainloop, tiled_mma, tma_c, mC, m_total, sA, sB, sC, tile_end, row_end, total_tiles,
+            self.consume(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end, total_tiles,
                          cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
 
     @cute.jit
-    def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, tBgB: cute.Tensor,
-                tBsB: cute.Tensor, sA: cute.Tensor, tile_end: cute.Tensor, row_end: cute.Tensor,
-                total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32,
-                rank: cutlass.Int32):
+    def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+                tBgB: cute.Tensor, tBsB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor, tile_end: cute.Tensor,
+                row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
+                num_clusters: cutlass.Int32, rank: cutlass.Int32):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
@@ -335,20 +396,38 @@ class HopperGroupedGemm:
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < total_tiles:
-            group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
-            m_tile = m_pair * cluster_m + rank
-            # A rows from the group's first row: not a multiple of the tile. A CTA
-            # without rows (second of a pair) loads the group's first tile instead:
-            # its data is never used, and no TMA box lies wholly outside `a`.
-            first_row = start
-            if m_tile * tile_m < rows:
-                first_row += m_tile * tile_m
-            gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            m_tile = m_step * cluster_m + rank
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "m"):
+                # A rows from the group's first row: not a multiple of the tile. A CTA
+                # without rows (second of a pair) loads the group's first tile instead:
+                # its data is never used, and no TMA box lies wholly outside `a`.
+                first_row = start
+                if m_tile * tile_m < rows:
+                    first_row += m_tile * tile_m
+                gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+                tBgB_tile = tBgB[(None, n_tile, None, group)]
+            elif cutlass.const_expr(self.ragged == "k"):
+                # The group's K range through the ragged views: k coordinate
+                # total - length + kk, third coordinate start + length; TMA fills
+                # every column kk >= length with zeros, so the last k-tile is exact.
+                k_tiles = (length + tile_k - 1) // tile_k
+                k_first = total - length
+                gA = cute.local_tile(cute.domain_offset((0, k_first), mA[(None, None, start + length)]),
+                                     (tile_m, tile_k), (m_tile, None))
+                gB = cute.local_tile(cute.domain_offset((0, k_first), mB[(None, None, start + length)]),
+                                     (tile_n, tile_k), (n_tile, None))
+                _, tBgB_tile = cpasync.tma_partition(
+                    tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+                )
+            else:
+                gA = cute.local_tile(mA[(None, None, group)], (tile_m, tile_k), (m_tile, None))
+                tBgB_tile = tBgB[(None, n_tile, None, group)]
             tAsA, tAgA = cpasync.tma_partition(
                 tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
             )
-            tBgB_tile = tBgB[(None, n_tile, None, group)]
-            for k in cutlass.range(self.k_tiles, unroll=1):
+            for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
                 cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
@@ -363,7 +442,7 @@ class HopperGroupedGemm:
 
     @cute.jit
     def consume(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
-                m_total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor, tile_end: cute.Tensor,
+                total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor, tile_end: cute.Tensor,
                 row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
                 warpgroup_idx: cutlass.Int32):
@@ -400,10 +479,17 @@ class HopperGroupedGemm:
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < total_tiles:
-            group, m_pair, n_tile, start, rows = self.locate(tile_end, row_end, tile, group)
-            m_tile = m_pair * cluster_m + rank  # past the group's rows for the second CTA
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            m_tile = m_step * cluster_m + rank  # past the group's rows for the second CTA
             # of a pair on an odd last M-tile: it only keeps the pipeline moving
             rows_here = rows - m_tile * tile_m - half * 64
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "k"):
+                k_tiles = (length + tile_k - 1) // tile_k
+                # A group without K stores zeros (the weight gradient of an expert no
+                # token reached): accumulators cleared, no k-tile to wait for.
+                acc.fill(0.0)
+                rows_here = rows_here * cutlass.min(k_tiles, 1)
             if rows_here > 0:
                 acc.fill(0.0)
                 warpgroup.fence()
@@ -414,7 +500,7 @@ class HopperGroupedGemm:
                               tCrB[(None, None, kb, read.index)], acc)
                 warpgroup.commit_group()
                 read.advance()
-                for k in cutlass.range(1, self.k_tiles, unroll=1):
+                for k in cutlass.range(1, k_tiles, unroll=1):
                     mainloop.consumer_wait(read)
                     for kb in cutlass.range_constexpr(k_blocks):
                         cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
@@ -431,7 +517,7 @@ class HopperGroupedGemm:
             else:
                 # every row of this half lies past the group's end: the store
                 # clips them, so only keep the pipeline moving
-                for k in cutlass.range(self.k_tiles, unroll=1):
+                for k in cutlass.range(k_tiles, unroll=1):
                     mainloop.consumer_wait(read)
                     mainloop.consumer_release(release)
                     release.advance()
@@ -439,8 +525,8 @@ class HopperGroupedGemm:
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
-                self.store_tile(tma_c, mC, m_total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
-                                start, rows, m_tile, n_tile, warp)
+                self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
+                                group, start, rows, m_tile, n_tile, warp)
             tile += num_clusters
 
         if warp == FIRST_CONSUMER_WARP:
@@ -448,17 +534,20 @@ class HopperGroupedGemm:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
-    def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, m_total: cutlass.Int32, sC: cute.Tensor,
+    def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
                    tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
-                   start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32,
-                   warp: cutlass.Int32):
+                   group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
+                   n_tile: cutlass.Int32, warp: cutlass.Int32):
         """The epilogue of one tile: sub-tiles of 128 x 32 through shared memory, one TMA store each."""
         tile_m, tile_n, _ = self.tile_mnk
         sub_size = cute.size(sub_acc)
         sub_tiles = tile_n // EPI_TILE[1]
-        # The group's rows through the ragged descriptor: row coordinate
-        # m_total - rows + r, third coordinate start + rows; rows r >= rows clip.
-        mC_group = cute.domain_offset((m_total - rows, 0), mC[(None, None, start + rows)])
+        if cutlass.const_expr(self.ragged == "m"):
+            # The group's rows through the ragged descriptor: row coordinate
+            # total - rows + r, third coordinate start + rows; rows r >= rows clip.
+            mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
+        else:
+            mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
         gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
         bSG_sC, bSG_gC = cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
@@ -481,7 +570,7 @@ class HopperGroupedGemm:
             EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
 
     @cute.jit
-    def build_schedule(self, offs: cute.Tensor, m_total: cutlass.Int32, tile_end: cute.Tensor,
+    def build_schedule(self, offs: cute.Tensor, total: cutlass.Int32, tile_end: cute.Tensor,
                        row_end: cute.Tensor):
         """One warp: the clamped group ends and cumulative cluster tiles, from `offs`, into shared memory.
 
@@ -507,11 +596,11 @@ class HopperGroupedGemm:
         if lane == 0:
             before = cutlass.Int32(0)
         rows_per_step = TILE_M * self.cluster_m
-        previous = cutlass.min(before, m_total)
+        previous = cutlass.min(before, total)
         lane_tiles = cutlass.Int32(0)
         for j in cutlass.range_constexpr(c):
             before = cutlass.max(before, ends[j])
-            end = cutlass.min(before, m_total)
+            end = cutlass.min(before, total)
             lane_tiles += (end - previous + rows_per_step - 1) // rows_per_step * self.n_tiles
             ends[j] = end
             tiles[j] = lane_tiles
@@ -530,18 +619,34 @@ class HopperGroupedGemm:
 
     @cute.jit
     def locate(self, tile_end: cute.Tensor, row_end: cute.Tensor, tile: cutlass.Int32,
-               group: cutlass.Int32) -> Tuple:
-        """(group, m_step, n_tile, start, rows) of cluster tile `tile`, searching forward from `group`.
+               group: cutlass.Int32, total: cutlass.Int32) -> Tuple:
+        """(group, m_step, n_tile, rows, start, length) of cluster tile `tile`.
 
-        A cluster tile spans `cluster_m` M-tiles: its CTAs take M-tiles
-        `m_step * cluster_m + rank`. Groups of 0 rows end where they start and are
-        stepped over.
+        `rows` is the group's M extent; `start` and `length` its range along the ragged
+        mode (rows for ragged M, the reduction for ragged K). A cluster tile spans
+        `cluster_m` M-tiles: its CTAs take M-tiles `m_step * cluster_m + rank`.
+        With ragged M the search walks forward from `group`, stepping over groups of
+        0 rows (they end where they start); every other group has the same tiles.
         """
+        tile_m = TILE_M
+        if cutlass.const_expr(self.ragged == "batch"):
+            # N-tile fastest, then the group, then the M-tile: the CTAs at work together
+            # share A's row panel, and every divisor is a compile-time constant (a runtime
+            # divisor here made ptxas predicate an R2UR, the hazard the SASS test guards).
+            rest = tile // self.n_tiles
+            return (rest % self.groups, rest // self.groups, tile % self.n_tiles, total, cutlass.Int32(0),
+                    cutlass.Int32(self.k))
+        if cutlass.const_expr(self.ragged == "k"):
+            group = tile // (self.m_tiles * self.n_tiles)
+            local = tile - group * (self.m_tiles * self.n_tiles)
+            start = row_end[group]
+            length = row_end[group + 1] - start
+            return group, local % self.m_tiles, local // self.m_tiles, cutlass.Int32(self.m), start, length
         while tile >= tile_end[group]:
             group += 1
         start = row_end[group]
-        rows = row_end[group + 1] - start
-        rows_per_step = TILE_M * self.cluster_m
-        m_steps = (rows + rows_per_step - 1) // rows_per_step
+        length = row_end[group + 1] - start
+        rows_per_step = tile_m * self.cluster_m
+        m_steps = (length + rows_per_step - 1) // rows_per_step
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
-        return group, local % m_steps, local // m_steps, start, rows
+        return group, local % m_steps, local // m_steps, length, start, length

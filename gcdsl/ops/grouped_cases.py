@@ -1,0 +1,243 @@
+"""The four cases of `torch._grouped_mm`, checked, each mapped onto one kernel configuration.
+
+    a            b            offs   result      grouped            the kernel (hopper_grouped_gemm)
+    (T, K)       (G, K, N)    (G,)   (T, N)      rows of a          ragged M
+    (G, M, K)    (K, T)       (G,)   (M, T)      columns of b       ragged M, of the transpose
+    (M, T)       (T, N)       (G,)   (G, M, N)   the reduction      ragged K
+    (G, M, K)    (G, K, N)    -      (G, M, N)   nothing: a batch   batch
+
+`offs` holds cumulative ends along the grouped mode T. Every operand may be
+row-major or column-major in its last two modes (packed: the transpose of a
+contiguous tensor is column-major), read as it lies: no copy is made. The one
+exception is the grouped reduction, whose mode T must not be the contiguous one
+of either operand (the kernel clips it through a strided descriptor mode): `a`
+column-major and `b` row-major, as `x.t()` and `dy` are in a weight gradient.
+
+The 3D x 2D case runs as its transpose, result^T (T, M) = b^T @ a^T per group, so
+its result is column-major (strides (1, M)), as a transposed view.
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import os
+from typing import Any, Optional, Tuple
+
+import torch
+
+from ..diagnostics import Diag, GcdslError, SourceLocation
+
+# Groups per call with `offs`: the scheduler's table of 8 bytes a group sits in each CTA's
+# shared memory next to the pipeline (from 353 groups on it costs the 128x256 tile one of
+# its four stages), and one warp of 32 lanes reads offs at G / 32 values a lane.
+MAX_GROUPS = 1024
+
+AB_DTYPES = (torch.bfloat16, torch.float16)
+OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
+CASES = ("2d3d", "3d2d", "2d2d", "3d3d")
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One call's case, as the kernel sees it. Depends on shapes and layouts, never on `offs`."""
+
+    case: str
+    ragged: str  # the kernel's: "m", "k" or "batch"
+    a_major: str  # of the kernel's A (M, K): "k" or "m"
+    b_major: str  # of the kernel's B (N, K): "k" or "n"
+    groups: int
+    m: int  # the kernel's compile-time extents (m for ragged K only, k for the others)
+    n: int
+    k: int
+    total: int  # the runtime extent: T, or M of a batch
+    out_dtype: torch.dtype
+    out_shape: Tuple[int, ...]  # what the caller gets
+    swapped: bool  # the kernel's A is the caller's b (3D x 2D)
+    a_back: int  # elements the kernel's A and B pointers start before the tensors (ragged K views)
+    b_back: int
+    c_back: int  # elements the output pointer starts before the output (ragged M view)
+
+    @property
+    def kernel_out_shape(self) -> Tuple[int, ...]:
+        """The contiguous tensor the kernel writes (the transpose of the result for 3D x 2D)."""
+        return tuple(reversed(self.out_shape)) if self.swapped else self.out_shape
+
+    @property
+    def offs_extent(self) -> int:
+        """What the ends in `offs` may reach: the grouped mode's extent."""
+        return self.total
+
+    @property
+    def launchable(self) -> bool:
+        """False when the result is empty or all zeros (an empty reduction): nothing to compile."""
+        fixed = (self.m if self.ragged == "k" else self.k)
+        return self.total > 0 and self.n > 0 and fixed > 0
+
+    def empty_result_is_zero(self) -> bool:
+        """An unlaunched call whose result has elements: every one of them sums nothing."""
+        return not self.launchable and all(self.out_shape)
+
+    def make_output(self, device: torch.device) -> torch.Tensor:
+        out = torch.empty(self.kernel_out_shape, dtype=self.out_dtype, device=device)
+        return out.t() if self.swapped else out
+
+
+def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, addresses: bool = True) -> Problem:
+    """Every check of shapes, dtypes, devices, layouts and alignment (not of `offs`'s values).
+
+    `addresses=False` skips the base-address checks (fake tensors have none).
+    """
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor):
+            fail(f"`{name}` is {type(t).__name__}, not a torch.Tensor", param=name)
+    if offs is not None and not isinstance(offs, torch.Tensor):
+        fail(f"`offs` is {type(offs).__name__}, not a torch.Tensor or None", param="offs")
+    case = f"{a.dim()}d{b.dim()}d"
+    if case not in CASES:
+        fail(f"a is {tuple(a.shape)} and b {tuple(b.shape)}; each must be 2-D or 3-D",
+             param="a" if a.dim() not in (2, 3) else "b",
+             hint="the cases: (T, K) x (G, K, N), (G, M, K) x (K, T), (M, T) x (T, N) and (G, M, K) x (G, K, N)")
+    if a.dtype not in AB_DTYPES or b.dtype != a.dtype:
+        fail(f"a is {a.dtype} and b is {b.dtype}; both must be torch.bfloat16 or both torch.float16", param="a")
+    out_dtype = a.dtype if out_dtype is None else out_dtype
+    if out_dtype not in OUT_DTYPES:
+        fail(f"out_dtype {out_dtype} is not supported", param="out_dtype",
+             hint="use torch.bfloat16, torch.float16 or torch.float32 (accumulation is fp32 always)")
+    _check_offs(case, offs, a)
+    if a.shape[-1] != b.shape[-2 if case != "2d2d" else 0]:
+        fail(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: the reduction modes "
+             f"(a's last, b's {'first' if case == '2d2d' else 'second to last'}) must agree", param="b")
+    groups = offs.shape[0] if offs is not None else a.shape[0]
+    if case == "3d3d" and b.shape[0] != groups or case == "2d3d" and b.shape[0] != groups \
+            or case == "3d2d" and a.shape[0] != groups:
+        fail(f"a is {tuple(a.shape)}, b is {tuple(b.shape)} and offs has "
+             f"{offs.shape[0] if offs is not None else 'no'} entries: the group counts must agree", param="b")
+    if offs is not None and not 1 <= groups <= MAX_GROUPS:
+        fail(f"{groups} groups; this kernel supports 1 to {MAX_GROUPS}", param="offs",
+             hint="each CTA keeps an 8-byte scheduler row per group in shared memory; "
+             "split larger problems into several calls")
+    a_layout, b_layout = _layout(a, "a"), _layout(b, "b")
+
+    if case == "2d3d":
+        (t, k), (_, _, n) = a.shape, b.shape
+        problem = dict(ragged="m", a_major="k" if a_layout == "row" else "m",
+                       b_major="n" if b_layout == "row" else "k", m=0, n=n, k=k, total=t,
+                       out_shape=(t, n), swapped=False, a_back=0, b_back=0, c_back=t * n)
+    elif case == "3d2d":
+        (_, m, k), (_, t) = a.shape, b.shape
+        # result^T (T, M) = b^T (T, K) @ a[g]^T: the kernel's A is b^T, its B is a
+        problem = dict(ragged="m", a_major="k" if b_layout == "col" else "m",
+                       b_major="k" if a_layout == "row" else "n", m=0, n=m, k=k, total=t,
+                       out_shape=(m, t), swapped=True, a_back=0, b_back=0, c_back=t * m)
+    elif case == "2d2d":
+        (m, t), (_, n) = a.shape, b.shape
+        if a_layout != "col" or b_layout != "row":
+            fail(f"a has strides {a.stride()} and b {b.stride()}: with the reduction grouped, its mode T "
+                 "must not be contiguous in either (a column-major, b row-major)", param="a" if a_layout != "col" else "b",
+                 hint="pass a as x.t() of a contiguous (T, M) tensor x and b as a contiguous (T, N) tensor, "
+                 "as a weight gradient has them")
+        problem = dict(ragged="k", a_major="m", b_major="n", m=m, n=n, k=0, total=t,
+                       out_shape=(groups, m, n), swapped=False, a_back=t * m, b_back=t * n, c_back=0)
+    else:
+        (_, m, k), (_, _, n) = a.shape, b.shape
+        problem = dict(ragged="batch", a_major="k" if a_layout == "row" else "m",
+                       b_major="n" if b_layout == "row" else "k", m=0, n=n, k=k, total=m,
+                       out_shape=(groups, m, n), swapped=False, a_back=0, b_back=0, c_back=0)
+        if m * max(k, n) >= 2**31:
+            fail(f"M x max(K, N) = {m * max(k, n)} elements per batch entry; this kernel needs fewer than 2**31",
+                 param="a")
+    problem = Problem(case=case, groups=groups, out_dtype=out_dtype, **problem)
+    if problem.ragged == "m" and problem.a_major == "m":
+        # The kernel's M-major A with ragged rows faults on the GPU (an illegal instruction):
+        # refused until it is fixed, rather than crash the caller's context.
+        fail(f"{'a' if case == '2d3d' else 'b'} is laid out with the grouped mode T contiguous, which this "
+             "kernel does not read yet", param="a" if case == "2d3d" else "b",
+             hint="pass a row-major a (2D x 3D) or a column-major b (3D x 2D), e.g. via .contiguous()")
+
+    row_bytes = problem.kernel_out_shape[-1] * out_dtype.itemsize
+    if row_bytes % 16:
+        fail(f"the result is {problem.out_shape}: its rows of {problem.kernel_out_shape[-1]} x "
+             f"{out_dtype.itemsize} bytes must be 16-byte multiples for TMA", param="b")
+    if problem.n * max(problem.k, problem.m) >= 2**31:
+        fail(f"{problem.n} x {max(problem.k, problem.m)} elements per group; this kernel needs fewer than 2**31",
+             param="b")
+    if addresses:
+        for name, t in (("a", a), ("b", b)):
+            if t.data_ptr() % 16:
+                fail(f"{name} must start at a 16-byte aligned address", param=name,
+                     hint="pass tensors that start at their allocation, or .clone() them")
+        if offs is not None and offs.stride(0) != 1 and offs.shape[0] > 1:
+            fail(f"offs has stride {offs.stride(0)}; it must be contiguous", param="offs",
+                 hint="pass offs.contiguous()")
+    if a.device.type != "cuda" or b.device != a.device:
+        fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
+    return problem
+
+
+def _check_offs(case: str, offs: Any, a: torch.Tensor) -> None:
+    if case == "3d3d":
+        if offs is not None:
+            fail("offs is given for a 3D x 3D (batched) product, which has no groups to delimit", param="offs",
+                 hint="pass offs=None")
+        return
+    if offs is None:
+        fail(f"the {case[:2].upper()} x {case[2:].upper()} case needs offs, the groups' cumulative ends",
+             param="offs")
+    if offs.dim() != 1 or offs.dtype != torch.int32:
+        fail(f"offs is {offs.dtype} of shape {tuple(offs.shape)}; it must be a 1-D torch.int32 tensor of "
+             "cumulative ends", param="offs")
+    if offs.device.type != "cpu" and offs.device != a.device:
+        fail(f"offs is on {offs.device}; keep it on a's device ({a.device}) or on the CPU", param="offs")
+
+
+def _layout(t: torch.Tensor, name: str) -> str:
+    """"row" or "col": which of the last two modes is contiguous, the other packed and a
+    16-byte multiple apart (a 3-D tensor's matrices packed one after the other)."""
+    rows, cols = t.shape[-2:]
+    for layout, strides, lead in (("row", (cols, 1), cols), ("col", (1, rows), rows)):
+        full = (rows * cols, *strides) if t.dim() == 3 else strides
+        if strides_match(t, full):
+            if (lead * t.element_size()) % 16:
+                fail(f"{name} is {tuple(t.shape)}, {layout}-major: its rows of {lead} elements must be "
+                     "16-byte multiples for TMA (a multiple of 8 for 16-bit types)", param=name)
+            return layout
+    fail(f"{name} has strides {t.stride()} for shape {tuple(t.shape)}; expected row-major or column-major "
+         "(the transpose of a contiguous tensor) last two modes, packed", param=name,
+         hint=f"pass {name}.contiguous(), or keep the tensor whose transpose you pass contiguous")
+
+
+def strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
+    """The strides TMA will be told, ignoring modes of extent 1 (any stride serves them)."""
+    return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
+
+
+def check_host_offsets(offs: torch.Tensor, extent: int) -> None:
+    """A CPU `offs`, checked as the kernel would need it: non-decreasing, from 0 up to at most
+    the grouped mode's extent. (A CUDA `offs` is not read on the host; the kernel clamps it.)"""
+    ends = offs.tolist()
+    previous = 0
+    for g, end in enumerate(ends):
+        if end < previous:
+            fail(f"offs[{g}] = {end} is below offs[{g - 1}] = {previous}" if g else f"offs[0] = {end} < 0",
+                 param="offs", hint="offs holds cumulative ends: non-decreasing, starting at >= 0")
+        previous = end
+    if previous > extent:
+        fail(f"offs[-1] = {previous} exceeds the grouped mode's extent {extent}", param="offs")
+
+
+def fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:
+    raise GcdslError(Diag.BAD_OP_INPUT, message, location=caller(), param=param, hint=hint)
+
+
+def caller() -> Optional[SourceLocation]:
+    """The innermost frame outside gcdsl and torch: the line that called grouped_mm."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    frame = inspect.currentframe()
+    while frame is not None:
+        name = frame.f_code.co_filename
+        generated = name.startswith("<")  # exec'd or generated code (torch.fx graphs, ...)
+        if not generated and not os.path.abspath(name).startswith((here + os.sep, torch_dir + os.sep)):
+            return SourceLocation(name, frame.f_lineno)
+        frame = frame.f_back
+    return None

@@ -1,0 +1,265 @@
+"""Every case of `torch._grouped_mm`, both majors of each operand, and autograd, on a Hopper GPU.
+
+Outputs are poisoned with NaN first. Each result is checked against a float32
+reference over the rows (or columns) the groups own; what lies past offs[-1] must
+still hold the poison, and every group of a grouped reduction that has no rows must
+hold zeros. Gradients are checked against float32 autograd and against
+`torch._grouped_mm`'s own, and a small MoE layer trains with both to the same losses.
+
+    python -m pytest -q tests/test_grouped_mm_cases.py
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.gpu
+
+ROWS = [0, 1, 63, 65, 200, 0, 128, 300]  # empty groups, one row, around 64 (a k-tile) and 128 (an M-tile)
+TAIL = 3  # at least this much past offs[-1], up to a multiple of 8 (a column-major operand's rows are 16 bytes)
+
+
+def laid(t, layout):
+    """`t`'s values, row-major or column-major in the last two modes."""
+    return t.contiguous() if layout == "row" else t.transpose(-2, -1).contiguous().transpose(-2, -1)
+
+
+def problem(case, la, lb, rows=ROWS, m=136, n=264, k=200, dtype=torch.bfloat16, seed=0):
+    """(a, b, ends): T = sum(rows) + TAIL along the grouped mode; ends on the GPU."""
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    groups = len(rows)
+    ends = torch.tensor(rows).cumsum(0).to(torch.int32).cuda()
+    t = -(-(int(ends[-1]) + TAIL) // 8) * 8
+
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", dtype=dtype, generator=g)
+
+    a, b = {
+        "2d3d": lambda: (rand(t, k), rand(groups, k, n)),
+        "3d2d": lambda: (rand(groups, m, k), rand(k, t)),
+        "2d2d": lambda: (rand(m, t), rand(t, n)),
+        "3d3d": lambda: (rand(groups, m, k), rand(groups, k, n)),
+    }[case]()
+    return laid(a, la), laid(b, lb), (None if case == "3d3d" else ends)
+
+
+def reference(a, b, ends):
+    """float32, and a mask of what the groups own (the rest may hold anything)."""
+    a, b = a.float(), b.float()
+    if ends is None:
+        return a @ b, None
+    bounds = [0] + ends.tolist()
+    if a.dim() == 2 and b.dim() == 3:
+        out = torch.zeros(a.shape[0], b.shape[2], device="cuda")
+        for g in range(len(bounds) - 1):
+            out[bounds[g]:bounds[g + 1]] = a[bounds[g]:bounds[g + 1]] @ b[g]
+        owned = torch.zeros_like(out, dtype=torch.bool)
+        owned[:bounds[-1]] = True
+    elif a.dim() == 3:
+        out = torch.zeros(a.shape[1], b.shape[1], device="cuda")
+        for g in range(len(bounds) - 1):
+            out[:, bounds[g]:bounds[g + 1]] = a[g] @ b[:, bounds[g]:bounds[g + 1]]
+        owned = torch.zeros_like(out, dtype=torch.bool)
+        owned[:, :bounds[-1]] = True
+    else:
+        out = torch.stack([a[:, bounds[g]:bounds[g + 1]] @ b[bounds[g]:bounds[g + 1]]
+                           for g in range(len(bounds) - 1)])
+        owned = None
+    return out, owned
+
+
+def poisoned_output(a, b, ends, out_dtype):
+    """NaN everywhere, laid out as grouped_mm's result for these inputs."""
+    from gcdsl.ops.grouped_cases import describe
+
+    p = describe(a, b, ends, out_dtype)
+    out = torch.full(p.kernel_out_shape, float("nan"), device="cuda", dtype=p.out_dtype)
+    return out.t() if p.swapped else out
+
+
+def run(a, b, ends, out_dtype=None, **variant):
+    from gcdsl.ops.grouped_mm import grouped_mm_into
+
+    out = poisoned_output(a, b, ends, out_dtype)
+    grouped_mm_into(a, b, ends, out, **variant)
+    torch.cuda.synchronize()
+    return out
+
+
+def check(out, a, b, ends, tol=1e-2):
+    ref, owned = reference(a, b, ends)
+    mine = out.float() if owned is None else out.float()[owned]
+    theirs = ref if owned is None else ref[owned]
+    err = ((mine - theirs).abs().max() / theirs.abs().max().clamp_min(1e-6)).item()
+    assert err <= tol, f"relative error {err:.3e}"
+    if owned is not None:
+        assert torch.isnan(out[~owned]).all(), "written past offs[-1]"
+    return ref
+
+
+LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
+
+
+@pytest.mark.parametrize("la, lb", LAYOUTS)
+@pytest.mark.parametrize("case", ["2d3d", "3d2d", "3d3d"])
+def test_cases_every_layout_against_fp32_and_torch(case, la, lb):
+    a, b, ends = problem(case, la, lb)
+    out = run(a, b, ends)
+    check(out, a, b, ends)
+    ref, owned = reference(a, b, ends)
+    theirs = torch._grouped_mm(a, b, offs=ends).float()
+    mask = owned if owned is not None else torch.ones_like(ref, dtype=torch.bool)
+    assert ((out.float()[mask] - theirs[mask]).abs().max() / theirs[mask].abs().max()).item() <= 1e-2
+
+
+@pytest.mark.parametrize("out_dtype", [None, torch.float32])
+def test_cases_grouped_reduction_gives_zeros_for_empty_groups(out_dtype):
+    a, b, ends = problem("2d2d", "col", "row")
+    out = run(a, b, ends, out_dtype)
+    check(out, a, b, ends)
+    for g in (0, 5):  # groups of no rows: zeros, not the poison
+        assert (out[g] == 0).all()
+    theirs = torch._grouped_mm(a, b, offs=ends).float()
+    assert ((out.float() - theirs).abs().max() / theirs.abs().max()).item() <= 1e-2
+
+
+@pytest.mark.parametrize("case", ["2d3d", "3d2d", "2d2d", "3d3d"])
+@pytest.mark.parametrize("out_dtype", [torch.float16, torch.float32])
+def test_cases_fp16_inputs_and_other_outputs(case, out_dtype):
+    la, lb = ("col", "row") if case == "2d2d" else ("row", "col")
+    a, b, ends = problem(case, la, lb, dtype=torch.float16, seed=1)
+    check(run(a, b, ends, out_dtype), a, b, ends)
+
+
+def test_cases_grouped_reduction_long_groups_and_tiles():
+    """Several k-tiles a group, M and N of several tiles, many tiles per CTA."""
+    a, b, ends = problem("2d2d", "col", "row", rows=[1000, 0, 777, 64, 2049], m=520, n=1032)
+    check(run(a, b, ends), a, b, ends)
+    check(run(a, b, ends, tile_n=128), a, b, ends)
+
+
+def test_cases_batch_of_many_m_tiles():
+    a, b, ends = problem("3d3d", "row", "col", rows=[0] * 5, m=1000, n=520, k=1024)
+    check(run(a, b, ends), a, b, ends)
+
+
+def test_cases_offs_is_read_at_every_call_without_recompiling():
+    import gcdsl.ops.grouped_mm as gm
+
+    a, b, ends = problem("2d2d", "col", "row")
+    check(run(a, b, ends), a, b, ends)
+    compiled = gm.compiled_count()
+    moved = torch.tensor([100, 100, 300, 320, 320, 600, 700, 765], dtype=torch.int32, device="cuda")
+    check(run(a, b, moved), a, b, moved)
+    assert gm.compiled_count() == compiled
+
+
+# ---- autograd ---------------------------------------------------------------------------
+def _grads(fn, a, b, ends, dy):
+    a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
+    out = fn(a, b, ends)
+    out.backward(dy)
+    return a.grad, b.grad
+
+
+@pytest.mark.parametrize("case, la, lb", [
+    ("2d3d", "row", "col"),  # an MoE layer's expert GEMMs: weights kept as (G, N, K)
+    ("2d3d", "row", "row"), ("2d3d", "col", "col"),
+    ("3d2d", "row", "row"), ("3d2d", "col", "col"),
+    ("2d2d", "col", "row"),
+    ("3d3d", "row", "col"), ("3d3d", "col", "row"),
+])
+def test_cases_gradients_against_fp32_and_torch(case, la, lb):
+    import gcdsl.ops
+
+    a, b, ends = problem(case, la, lb, seed=2)
+    ref, owned = reference(a, b, ends)
+    dy = torch.randn(ref.shape, device="cuda", generator=torch.Generator(device="cuda").manual_seed(5))
+    if owned is not None:
+        dy = dy * owned  # what past offs[-1] is left undefined carries no gradient
+    dy = dy.to(a.dtype)
+    mine = _grads(lambda x, y, o: gcdsl.ops.grouped_mm(x, y, o), a, b, ends, dy)
+    fp32 = _grads(lambda x, y, o: reference(x, y, o)[0], a.float(), b.float(), ends, dy.float())
+    theirs = _grads(lambda x, y, o: torch._grouped_mm(x, y, offs=o), a, b, ends, dy)
+    for name, got, want, torch_got in zip("ab", mine, fp32, theirs):
+        assert got.shape == want.shape and got.dtype == a.dtype, name
+        scale = want.abs().max().clamp_min(1e-6)
+        valid = _gradient_owned(case, name, got, ends)
+        assert ((got.float() - want)[valid].abs().max() / scale).item() <= 1e-2, name
+        assert ((got.float() - torch_got.float())[valid].abs().max() / scale).item() <= 2e-2, name
+    if case == "2d3d" and lb == "col":  # the gradient comes back as the weight lies: no copy for the optimizer
+        assert mine[1].stride() == b.stride()
+
+
+def _gradient_owned(case, name, grad, ends):
+    """What of a gradient the groups own: rows (columns) past offs[-1] of a grouped mode are undefined."""
+    valid = torch.ones_like(grad, dtype=torch.bool)
+    if ends is None:
+        return valid
+    end = int(ends[-1])
+    if (case, name) in (("2d3d", "a"), ("2d2d", "b")):
+        valid[end:] = False  # T is the first mode
+    elif (case, name) in (("3d2d", "b"), ("2d2d", "a")):
+        valid[:, end:] = False  # T is the last mode
+    return valid
+
+
+def _moe_layer(grouped_mm, x, w1, w2, router, top_k=2):
+    """Router -> top-k -> per-expert counts -> offs on the GPU -> gate-up -> SwiGLU -> down -> combine."""
+    experts = w1.shape[0]
+    scores = (x @ router).softmax(-1)
+    weights, ids = scores.topk(top_k, dim=-1)
+    flat = ids.flatten()
+    order = flat.argsort(stable=True)
+    offs = torch.bincount(flat, minlength=experts).cumsum(0).to(torch.int32)
+    tokens = x[order // top_k]
+    h = grouped_mm(tokens, w1.transpose(-2, -1), offs)
+    gate, up = h.chunk(2, dim=-1)
+    y = grouped_mm((torch.nn.functional.silu(gate) * up).contiguous(), w2.transpose(-2, -1), offs)
+    combined = torch.zeros_like(x, dtype=torch.float32).index_add_(
+        0, order // top_k, y.float() * weights.flatten()[order, None])
+    return combined
+
+
+def test_cases_small_moe_layer_trains_like_torch():
+    import gcdsl.ops
+
+    losses = {}
+    for name, fn in (("gcdsl", gcdsl.ops.grouped_mm), ("torch", lambda a, b, o: torch._grouped_mm(a, b, offs=o))):
+        torch.manual_seed(0)
+        h, i, e = 256, 128, 8
+        x = torch.randn(512, h, device="cuda", dtype=torch.bfloat16)
+        target = torch.randn(512, h, device="cuda")
+        w1 = (torch.randn(e, 2 * i, h, device="cuda") / h ** 0.5).bfloat16().requires_grad_()
+        w2 = (torch.randn(e, h, i, device="cuda") / i ** 0.5).bfloat16().requires_grad_()
+        router = torch.randn(h, e, device="cuda", dtype=torch.bfloat16)
+        opt = torch.optim.SGD([w1, w2], lr=0.5)
+        losses[name] = []
+        for _ in range(5):
+            loss = (_moe_layer(fn, x, w1, w2, router) - target).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses[name].append(loss.item())
+    assert losses["gcdsl"][-1] < losses["gcdsl"][0]  # it learns
+    for mine, theirs in zip(losses["gcdsl"], losses["torch"]):
+        assert abs(mine - theirs) <= 2e-3 * abs(theirs), losses
+
+
+def test_cases_torch_compile_of_a_training_step():
+    import gcdsl.ops
+
+    a, b, ends = problem("2d3d", "row", "col", seed=3)
+    a.requires_grad_()
+    b.requires_grad_()
+
+    end = int(ends[-1])  # what lies past offs[-1] is undefined: the loss reads the groups' rows
+
+    @torch.compile(fullgraph=True)
+    def step(a, b, ends):
+        return gcdsl.ops.grouped_mm(a, b, ends)[:end].float().square().mean()
+
+    step(a, b, ends).backward()
+    a2, b2 = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    gcdsl.ops.grouped_mm(a2, b2, ends)[:end].float().square().mean().backward()
+    assert torch.allclose(a.grad[:end].float(), a2.grad[:end].float(), rtol=1e-2, atol=1e-3)
+    assert torch.allclose(b.grad.float(), b2.grad.float(), rtol=1e-2, atol=1e-3)
