@@ -250,12 +250,12 @@ def test_group_count_limit():
 
 def test_offsets_must_be_cumulative_ends():
     with pytest.raises(GcdslError) as info:
-        gm._check_host_offsets(torch.tensor([4, 2], dtype=torch.int32), 10)
+        gm.check_host_offsets(torch.tensor([4, 2], dtype=torch.int32), 10)
     assert "below" in str(info.value) and info.value.location.filename == __file__
     with pytest.raises(GcdslError) as info:
-        gm._check_host_offsets(torch.tensor([4, 12], dtype=torch.int32), 10)
+        gm.check_host_offsets(torch.tensor([4, 12], dtype=torch.int32), 10)
     assert "exceeds" in str(info.value)
-    gm._check_host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), 10)
+    gm.check_host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), 10)
 
 
 def test_traced_calls_record_the_custom_op_with_its_fake_implementation():

@@ -272,9 +272,6 @@ def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None) -> _Launch:
     return launch
 
 
-_check_host_offsets = check_host_offsets  # (the tests' name for it)
-
-
 # ---------------------------------------------------------------------------------------
 # Compiled kernels and their tables, one per configuration
 # ---------------------------------------------------------------------------------------

@@ -218,7 +218,7 @@ class HopperGroupedGemm:
         num_ctas: cutlass.Int32,
         stream: cuda.CUstream,
     ):
-        n, k, groups = self.n, self.k, self.groups
+        groups = self.groups
         tile_m, tile_n, tile_k = self.tile_mnk
         a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
