@@ -185,9 +185,9 @@ def host_times(variants: List[str], reps: int, rounds: int = 5) -> List[Dict[str
         cases.append((groups, "gcdsl, offs on the CPU",
                       lambda a=a, b=b, o=host_offs, gmm=GROUPED_MMS["gcdsl"]: gmm(a, b, o)))
         launch = gm._launch_for(a, b, offs, None)
-        out = torch.empty(launch.out_shape, dtype=launch.out_dtype, device=a.device)
-        args = (a.data_ptr(), b.data_ptr(), out.data_ptr() - launch.c_back, offs.data_ptr(), launch.m, launch.ctas,
-                torch.cuda.current_stream().cuda_stream)
+        out = launch.problem.make_output(a.device)
+        args = (a.data_ptr(), b.data_ptr(), out.data_ptr() - launch.c_back, offs.data_ptr(), launch.problem.total,
+                launch.ctas, torch.cuda.current_stream().cuda_stream)
         cases.append((groups, "gcdsl, compiled call", lambda kernel=launch.kernel, args=args, keep=out: kernel(*args)))
     samples: Dict[tuple, List[float]] = {(g, v): [] for g, v, _ in cases}
     for _, _, call in cases:

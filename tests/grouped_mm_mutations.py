@@ -2,6 +2,7 @@
 
     python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
+    python -m tests.grouped_mm_mutations --jobs 6     # six at once
 
 Each mutation is one textual edit of `gcdsl/ops/hopper_grouped_gemm.py` in a copy
 of the tree (the kernel's source is read from its file, so the copy is what
@@ -12,6 +13,7 @@ small case instead and must make it report.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -41,13 +43,23 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the A rows
     "a_from_group_start_plus_one": ("                first_row = start\n", "                first_row = start + 1\n"),
     # the grouped reduction (ragged K) and the batch
-    "ragged_k_from_one_column_late": ("k_first = total - length", "k_first = total - length + 1"),
-    "ragged_k_third_coordinate_minus_one": ("mB[(None, None, start + length)]", "mB[(None, None, start + length - 1)]"),
+    "ragged_k_from_one_column_late": ("k_first = length - k_tiles * tile_k", "k_first = length - k_tiles * tile_k + 1"),
+    "ragged_k_b_group_start_one_early": ("mB[(None, None, start)]", "mB[(None, None, start - 1)]"),
     "ragged_k_empty_group_keeps_accumulators": ("                acc.fill(0.0)\n                rows_here = rows_here",
                                                 "                rows_here = rows_here"),
     "batch_m_and_n_tiles_swapped": ("rest // self.groups, tile % self.n_tiles, total",
                                     "tile % self.n_tiles, rest // self.groups, total"),
     "b_majors_swapped": ("(k, 1, n * k) if b_k_major else (1, n, n * k)", "(1, n, n * k) if b_k_major else (k, 1, n * k)"),
+}
+# Mutations of the other cases run only the cases' tests (the ragged-M tests compile
+# many configurations the mutation does not touch): name: pytest -k expression
+CASES_TESTS = ["tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
+FOCUS: Dict[str, str] = {
+    "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
+    "ragged_k_b_group_start_one_early": "grouped_reduction or offs_is_read",
+    "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
+    "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
+    "b_majors_swapped": "every_layout and 2d3d",
 }
 SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the schedule read before every thread knows it is written
@@ -77,6 +89,8 @@ def run(name: str) -> bool:
         if name in SANITIZER_MUTATIONS:
             cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
                    sys.executable, "-m", "tests.kernels.grouped_mm_small"]
+        elif name in FOCUS:
+            cmd = [sys.executable, "-m", "pytest", *CASES_TESTS, FOCUS[name]]
         else:
             cmd = [sys.executable, "-m", "pytest", *TESTS]
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
@@ -87,8 +101,18 @@ def run(name: str) -> bool:
 
 
 def main(argv=None) -> int:
-    names = (argv if argv is not None else sys.argv[1:]) or list(MUTATIONS) + list(SANITIZER_MUTATIONS)
-    missed = [name for name in names if not run(name)]
+    """Mutations named in argv (all by default); `--jobs N` runs N at once (compiles are
+    CPU-bound; the GPU runs are short)."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    jobs = 1
+    if "--jobs" in args:
+        at = args.index("--jobs")
+        jobs = int(args[at + 1])
+        del args[at:at + 2]
+    names = args or list(MUTATIONS) + list(SANITIZER_MUTATIONS)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        caught = dict(zip(names, pool.map(run, names)))
+    missed = [name for name in names if not caught[name]]
     print(f"{len(names) - len(missed)} of {len(names)} mutations caught" + (f"; missed: {missed}" if missed else ""))
     return 1 if missed else 0
 

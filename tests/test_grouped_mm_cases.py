@@ -145,10 +145,13 @@ def test_cases_fp16_inputs_and_other_outputs(case, out_dtype):
 
 
 def test_cases_grouped_reduction_long_groups_and_tiles():
-    """Several k-tiles a group, M and N of several tiles, many tiles per CTA."""
-    a, b, ends = problem("2d2d", "col", "row", rows=[1000, 0, 777, 64, 2049], m=520, n=1032)
-    check(run(a, b, ends), a, b, ends)
-    check(run(a, b, ends, tile_n=128), a, b, ends)
+    """Several k-tiles a group, M and N of several tiles, many tiles per CTA: the last
+    group, empty, is a CTA's second or third tile (its accumulators held another tile's)."""
+    a, b, ends = problem("2d2d", "col", "row", rows=[1000, 0, 777, 64, 2049, 0], m=520, n=1032)
+    for variant in ({}, {"tile_n": 128}):
+        out = run(a, b, ends, **variant)
+        check(out, a, b, ends)
+        assert (out[1] == 0).all() and (out[5] == 0).all()
 
 
 def test_cases_batch_of_many_m_tiles():
@@ -157,14 +160,86 @@ def test_cases_batch_of_many_m_tiles():
 
 
 def test_cases_offs_is_read_at_every_call_without_recompiling():
-    import gcdsl.ops.grouped_mm as gm
+    from gcdsl.ops.grouped_mm import compiled_count
 
     a, b, ends = problem("2d2d", "col", "row")
     check(run(a, b, ends), a, b, ends)
-    compiled = gm.compiled_count()
-    moved = torch.tensor([100, 100, 300, 320, 320, 600, 700, 765], dtype=torch.int32, device="cuda")
+    compiled = compiled_count()
+    moved = torch.tensor([100, 100, 300, 320, 320, 600, 700, 757], dtype=torch.int32, device="cuda")
     check(run(a, b, moved), a, b, moved)
-    assert gm.compiled_count() == compiled
+    assert compiled_count() == compiled
+
+
+class _AfterUnmapped:
+    """Device memory whose first byte follows a reserved, never-mapped range of addresses
+    (the driver's virtual memory API), so whatever reaches before it faults. A descriptor
+    whose base lies before a tensor then points into unmapped memory: a TMA load from
+    such a base faults even when every element it reads is mapped."""
+
+    def __init__(self, nbytes: int, device: int) -> None:
+        from cuda.bindings import driver as cu
+
+        self.cu = cu
+        prop = cu.CUmemAllocationProp()
+        prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+        prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+        prop.location.id = device
+        granularity = self._ok(cu.cuMemGetAllocationGranularity(
+            prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+        self.size = -(-nbytes // granularity) * granularity
+        self.reserved = self._ok(cu.cuMemAddressReserve(2 * self.size, 0, 0, 0))
+        self.handle = self._ok(cu.cuMemCreate(self.size, prop, 0))
+        self.ptr = int(self.reserved) + self.size  # the first half stays unmapped
+        self._ok(cu.cuMemMap(self.ptr, self.size, 0, self.handle, 0))
+        access = cu.CUmemAccessDesc()
+        access.location = prop.location
+        access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+        self._ok(cu.cuMemSetAccess(self.ptr, self.size, [access], 1))
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (self.ptr, False),
+                                         "version": 3}
+
+    def _ok(self, result):
+        err, *value = result
+        assert err == self.cu.CUresult.CUDA_SUCCESS, err
+        return value[0] if value else None
+
+    def free(self) -> None:
+        self._ok(self.cu.cuMemUnmap(self.ptr, self.size))
+        self._ok(self.cu.cuMemRelease(self.handle))
+        self._ok(self.cu.cuMemAddressFree(self.reserved, 2 * self.size))
+
+
+@pytest.fixture
+def after_unmapped():
+    """copy(t): `t` (same shape and strides) at the start of an `_AfterUnmapped` block."""
+    blocks = []
+
+    def copy(t):
+        span = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride())) + 1
+        blocks.append(_AfterUnmapped(span * t.element_size(), t.device.index))
+        raw = torch.as_tensor(blocks[-1], device=t.device)
+        placed = raw.view(t.dtype).as_strided(t.shape, t.stride())
+        placed.copy_(t)
+        return placed
+
+    yield copy
+    torch.cuda.synchronize()
+    for block in blocks:
+        block.free()
+
+
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("3d2d", "col", "col"),
+                                          ("2d2d", "col", "row"), ("3d3d", "row", "col")])
+def test_cases_operands_right_after_unmapped_memory(case, la, lb, after_unmapped):
+    """Every operand and the output at the start of mapped memory, as a fresh cudaMalloc can give them."""
+    from gcdsl.ops.grouped_mm import grouped_mm_into
+
+    a, b, ends = problem(case, la, lb)
+    a, b = after_unmapped(a), after_unmapped(b)
+    out = after_unmapped(poisoned_output(a, b, ends, None))
+    grouped_mm_into(a, b, ends, out)
+    torch.cuda.synchronize()
+    check(out, a, b, ends)
 
 
 # ---- autograd ---------------------------------------------------------------------------

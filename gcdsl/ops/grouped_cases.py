@@ -53,8 +53,6 @@ class Problem:
     out_dtype: torch.dtype
     out_shape: Tuple[int, ...]  # what the caller gets
     swapped: bool  # the kernel's A is the caller's b (3D x 2D)
-    a_back: int  # elements the kernel's A and B pointers start before the tensors (ragged K views)
-    b_back: int
     c_back: int  # elements the output pointer starts before the output (ragged M view)
 
     @property
@@ -122,13 +120,13 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
         (t, k), (_, _, n) = a.shape, b.shape
         problem = dict(ragged="m", a_major="k" if a_layout == "row" else "m",
                        b_major="n" if b_layout == "row" else "k", m=0, n=n, k=k, total=t,
-                       out_shape=(t, n), swapped=False, a_back=0, b_back=0, c_back=t * n)
+                       out_shape=(t, n), swapped=False, c_back=t * n)
     elif case == "3d2d":
         (_, m, k), (_, t) = a.shape, b.shape
         # result^T (T, M) = b^T (T, K) @ a[g]^T: the kernel's A is b^T, its B is a
         problem = dict(ragged="m", a_major="k" if b_layout == "col" else "m",
                        b_major="k" if a_layout == "row" else "n", m=0, n=m, k=k, total=t,
-                       out_shape=(m, t), swapped=True, a_back=0, b_back=0, c_back=t * m)
+                       out_shape=(m, t), swapped=True, c_back=t * m)
     elif case == "2d2d":
         (m, t), (_, n) = a.shape, b.shape
         if a_layout != "col" or b_layout != "row":
@@ -137,12 +135,12 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
                  hint="pass a as x.t() of a contiguous (T, M) tensor x and b as a contiguous (T, N) tensor, "
                  "as a weight gradient has them")
         problem = dict(ragged="k", a_major="m", b_major="n", m=m, n=n, k=0, total=t,
-                       out_shape=(groups, m, n), swapped=False, a_back=t * m, b_back=t * n, c_back=0)
+                       out_shape=(groups, m, n), swapped=False, c_back=0)
     else:
         (_, m, k), (_, _, n) = a.shape, b.shape
         problem = dict(ragged="batch", a_major="k" if a_layout == "row" else "m",
                        b_major="n" if b_layout == "row" else "k", m=0, n=n, k=k, total=m,
-                       out_shape=(groups, m, n), swapped=False, a_back=0, b_back=0, c_back=0)
+                       out_shape=(groups, m, n), swapped=False, c_back=0)
         if m * max(k, n) >= 2**31:
             fail(f"M x max(K, N) = {m * max(k, n)} elements per batch entry; this kernel needs fewer than 2**31",
                  param="a")

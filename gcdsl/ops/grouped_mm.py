@@ -124,11 +124,16 @@ def _product(x: torch.Tensor, y: torch.Tensor, offs, like: torch.Tensor) -> torc
     as (G, N, K) reads its gradient without a transposed copy.
 
     The results of 3D x 2D are column-major and of the other cases row-major. A grouped
-    reduction (2D x 2D) needs T strided in both operands, in either orientation: operands
-    of another layout (an unusual `dy`, a column-major `a`) are copied once.
+    reduction (2D x 2D) needs T strided in both operands, in either orientation, and the
+    2-D operand of the other grouped cases T strided too (its K contiguous): operands of
+    another layout (a row-major `dy` of 3D x 2D, a column-major `a`) are copied once.
     """
     if x.dim() == 2 and y.dim() == 2:
         x, y = _column_major(x), _row_major(y)
+    elif x.dim() == 2:
+        x = _row_major(x)  # the grouped rows' K contiguous: the kernel has no M-major ragged A
+    elif y.dim() == 2:
+        y = _column_major(y)  # likewise for the grouped columns of 3D x 2D
     plain_is_column_major = (x.dim(), y.dim()) == (3, 2)
     like_is_column_major = like.stride(-2) == 1 and like.shape[-1] > 1
     if plain_is_column_major != like_is_column_major:
@@ -200,6 +205,7 @@ class _Launch:
         else:  # every group has the same M-tiles: count them as groups of one tile each
             tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
         with torch.cuda.device(a.device):  # compile and load in a's device context
+            _make_context_current(a.device.index)
             plan = _plan_for(problem, a.dtype, a.device, tile_n)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
                                   if problem.ragged == "m" else 1)
@@ -210,10 +216,9 @@ class _Launch:
             bound = _fixed_m_tiles(problem) * -(-problem.n // plan.tile_n)
         clusters = min(bound, plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
-        # Ragged views start before their tensors (hopper_grouped_gemm's docstring).
+        # The ragged view of the output starts before it (hopper_grouped_gemm's docstring).
         # Device addresses lie far above any one tensor's size.
-        elem, out_elem = a.element_size(), problem.out_dtype.itemsize
-        self.backs = (problem.a_back * elem, problem.b_back * elem, problem.c_back * out_elem)
+        self.c_back = problem.c_back * problem.out_dtype.itemsize
 
     def __call__(self, a, b, offs, out):
         problem = self.problem
@@ -236,11 +241,22 @@ class _Launch:
         """The kernel on a's device, now current; `offs` is on it too (a batch has none: the
         kernel never reads that pointer)."""
         first, second = (b, a) if self.problem.swapped else (a, b)
-        a_back, b_back, c_back = self.backs
-        self.kernel(first.data_ptr() - a_back, second.data_ptr() - b_back, out.data_ptr() - c_back,
+        self.kernel(first.data_ptr(), second.data_ptr(), out.data_ptr() - self.c_back,
                     (offs if offs is not None else a).data_ptr(), self.problem.total, self.ctas,
                     _current_stream(index))
         return out
+
+
+def _make_context_current(index: int) -> None:
+    """The device's primary context, current on this thread. The backward runs on
+    autograd's own threads, where torch's device guard need not have made a context
+    current; the DSL's module loading and occupancy queries use the driver API, which
+    needs one (CUDA_ERROR_INVALID_CONTEXT otherwise)."""
+    from cuda.bindings import runtime
+
+    (err,) = runtime.cudaSetDevice(index)  # since CUDA 12: initializes the primary context, makes it current
+    if err != runtime.cudaError_t.cudaSuccess:
+        raise RuntimeError(f"cudaSetDevice({index}) failed: {err}")
 
 
 def _current_stream(index: int) -> int:

@@ -24,6 +24,15 @@ depending on `offs` (they depend on the addresses, M, N, K and G only)
     Nothing is written to a descriptor in the kernel: no `tensormap.replace`, no
     proxy fence, no workspace.
 
+The other cases (`GemmConfig.ragged`): with K grouped (the weight gradient), A
+(M, T) and B (N, T) each get a 3-D view (M, T, T) with strides (1, M, M) from the
+tensor itself: third coordinate the group's start, second the column within the
+group. A group's k-tiles end at its end, so its first k-tile starts up to 63
+columns before the group, at negative coordinates that TMA fills with zeros. (A
+load does not use the store's base moved back before the tensor: a TMA load from
+a descriptor whose base lies in unmapped memory faults.) A batch has 3-D views
+with the group as the third coordinate, and no schedule.
+
 Scheduler: at the start every CTA reads `offs` (one warp, G / 32 values a lane,
 all loads in flight at once) and builds a table in shared memory:
     tile_end[g]   cumulative count of cluster tiles (cluster_m M-tiles x one
@@ -156,8 +165,8 @@ class GemmConfig:
             problems.append(f"ragged {self.ragged!r}, A {self.a_major!r}-major, B {self.b_major!r}-major: "
                             f"expected one of {RAGGED_MODES}, {A_MAJORS}, {B_MAJORS}")
         elif self.ragged == "k":
-            # The ragged K mode is clipped by a third descriptor mode of K's stride, and
-            # TMA strides are 16-byte multiples: K must not be the contiguous mode.
+            # The ragged K mode is read through a second descriptor mode of K's stride,
+            # and TMA strides are 16-byte multiples: K must not be the contiguous mode.
             if (self.a_major, self.b_major) != ("m", "n"):
                 problems.append("ragged K needs A M-major and B N-major (K is clipped through a strided mode)")
             if self.m < 1 or self.k != 0:
@@ -269,9 +278,11 @@ class HopperGroupedGemm:
         """A (M, K, ...), B (N, K, ...) and the output (M, N, ...) as the descriptors see them.
 
         `total` is the runtime extent: the stacked rows (ragged M, and M of a batch) or
-        the stacked reduction (ragged K). A ragged mode gets the ragged view of the
-        module docstring: a third mode of the same stride, from `total` steps before
-        the tensor (the host moves the pointer back).
+        the stacked reduction (ragged K). A ragged mode gets a third mode of the same
+        stride: the output's rows, from `total` rows before the output (the ragged view
+        of the module docstring; the host moves the pointer back), or the operands' K,
+        from the tensors themselves (a load's descriptor must start inside mapped
+        memory, which a pointer moved back before a tensor need not be).
         """
         n, k, m, groups = self.n, self.k, self.m, self.groups
         a_k_major, b_k_major = self.config.a_major == "k", self.config.b_major == "k"
@@ -284,10 +295,12 @@ class HopperGroupedGemm:
             # third mode whose stride is also one row, from M rows before the output.
             c = cute.make_tensor(c_ptr, cute.make_layout((total, n, total + 1), stride=(n, 1, n)))
         elif cutlass.const_expr(self.ragged == "k"):
-            # a is (M, K) and b (N, K) with K stacked and never contiguous; both get the
-            # ragged third mode along K, so a group's last k-tile reads zeros past its end.
-            a = cute.make_tensor(a_ptr, cute.make_layout((m, total, total + 1), stride=(1, m, m)))
-            b = cute.make_tensor(b_ptr, cute.make_layout((n, total, total + 1), stride=(1, n, n)))
+            # a is (M, K) and b (N, K) with K stacked and never contiguous. Both get a
+            # second K mode of the same stride, whose coordinate is the group's start: the
+            # first mode then counts from the group's start, and a group's first k-tile
+            # reads zeros before it (a negative coordinate) instead of the previous group.
+            a = cute.make_tensor(a_ptr, cute.make_layout((m, total, total), stride=(1, m, m)))
+            b = cute.make_tensor(b_ptr, cute.make_layout((n, total, total), stride=(1, n, n)))
             c = cute.make_tensor(c_ptr, cute.make_layout((m, n, groups), stride=(n, 1, m * n)))
         else:
             a = cute.make_tensor(a_ptr, cute.make_layout(
@@ -409,14 +422,15 @@ class HopperGroupedGemm:
                 gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
             elif cutlass.const_expr(self.ragged == "k"):
-                # The group's K range through the ragged views: k coordinate
-                # total - length + kk, third coordinate start + length; TMA fills
-                # every column kk >= length with zeros, so the last k-tile is exact.
+                # The group's K range through the views of `operands`: third coordinate
+                # start, k coordinate kk from the group's start. The k-tiles end at the
+                # group's end, so only the first one starts before the group (at
+                # k_first <= 0), and TMA fills its negative columns with zeros.
                 k_tiles = (length + tile_k - 1) // tile_k
-                k_first = total - length
-                gA = cute.local_tile(cute.domain_offset((0, k_first), mA[(None, None, start + length)]),
+                k_first = length - k_tiles * tile_k
+                gA = cute.local_tile(cute.domain_offset((0, k_first), mA[(None, None, start)]),
                                      (tile_m, tile_k), (m_tile, None))
-                gB = cute.local_tile(cute.domain_offset((0, k_first), mB[(None, None, start + length)]),
+                gB = cute.local_tile(cute.domain_offset((0, k_first), mB[(None, None, start)]),
                                      (tile_n, tile_k), (n_tile, None))
                 _, tBgB_tile = cpasync.tma_partition(
                     tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)

@@ -6,7 +6,9 @@
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs and pairs,
-both tiles, bf16 and fp32 outputs. Exits 1 if a result is wrong.
+both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm` on the same
+groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch). Exits 1 if
+a result is wrong.
 """
 import sys
 
@@ -36,7 +38,42 @@ def main() -> int:
                 ok &= good
                 print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m}: rel err {err:.1e} "
                       f"{'PASS' if good else 'FAIL'}", flush=True)
-    return 0 if ok else 1
+    return 0 if ok and other_cases(rows) else 1
+
+
+def other_cases(rows) -> bool:
+    """B N-major, 3D x 2D, 2D x 2D (ragged K) and 3D x 3D, each once."""
+    import gcdsl.ops
+
+    ends = torch.tensor(rows).cumsum(0).to(torch.int32).cuda()
+    bounds = [0] + ends.tolist()
+    t, m, n, k, groups = -(-(bounds[-1] + 3) // 8) * 8, 136, 264, 72, len(rows)
+
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", dtype=torch.bfloat16)
+
+    def grouped(x, y):  # float32, group by group along T
+        if x.dim() == 2 and y.dim() == 3:
+            return torch.cat([x[s:e].float() @ y[g].float() for g, (s, e) in enumerate(zip(bounds, bounds[1:]))])
+        if x.dim() == 3:
+            return torch.cat([x[g].float() @ y[:, s:e].float() for g, (s, e) in enumerate(zip(bounds, bounds[1:]))], 1)
+        return torch.stack([x[:, s:e].float() @ y[s:e].float() for s, e in zip(bounds, bounds[1:])])
+
+    cases = {
+        "2D x 3D, b N-major": (rand(t, k), rand(groups, k, n), ends, lambda out: out[:bounds[-1]]),
+        "3D x 2D": (rand(groups, m, k), rand(t, k).t(), ends, lambda out: out[:, :bounds[-1]]),
+        "2D x 2D (ragged K)": (rand(t, m).t(), rand(t, n), ends, lambda out: out),
+        "3D x 3D": (rand(groups, m, k), rand(groups, n, k).transpose(-2, -1), None, lambda out: out),
+    }
+    ok = True
+    for name, (x, y, offs, owned) in cases.items():
+        out = owned(gcdsl.ops.grouped_mm(x, y, offs).float())
+        ref = x.float() @ y.float() if offs is None else grouped(x, y)
+        err = ((out - ref).abs().max() / ref.abs().max()).item()
+        good = err <= 1e-2
+        ok &= good
+        print(f"{name}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+    return ok
 
 
 if __name__ == "__main__":
