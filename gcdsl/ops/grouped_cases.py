@@ -8,10 +8,12 @@
 
 `offs` holds cumulative ends along the grouped mode T. Every operand may be
 row-major or column-major in its last two modes (packed: the transpose of a
-contiguous tensor is column-major), read as it lies: no copy is made. The one
-exception is the grouped reduction, whose mode T must not be the contiguous one
-of either operand (the kernel clips it through a strided descriptor mode): `a`
-column-major and `b` row-major, as `x.t()` and `dy` are in a weight gradient.
+contiguous tensor is column-major), read as it lies: no copy is made. The
+exceptions are about T, which must not be the contiguous mode of a 2-D operand:
+in the grouped reduction the kernel reads T through a strided descriptor mode
+(`a` column-major and `b` row-major, as `x.t()` and `dy` are in a weight
+gradient), and the kernel's A with ragged rows is K-major only for now (`a` of
+2D x 3D row-major, `b` of 3D x 2D column-major).
 
 The 3D x 2D case runs as its transpose, result^T (T, M) = b^T @ a^T per group, so
 its result is column-major (strides (1, M)), as a transposed view.

@@ -8,8 +8,8 @@ The cases (`grouped_cases.py` checks them and maps each onto the kernel):
     a (M, T)     x b (T, N)     -> (G, M, N)  the reduction grouped (a weight gradient)
     a (G, M, K)  x b (G, K, N)  -> (G, M, N)  a batch, offs=None
 bf16 or fp16 in; bf16, fp16 or fp32 out (fp32 accumulation); each operand row- or
-column-major as it lies, except that a grouped reduction must be strided in both
-operands. Groups may be empty: rows or columns of an empty group in the first two
+column-major as it lies, except that T must not be the contiguous mode of a 2-D
+operand (`grouped_cases.py` says why). Groups may be empty: rows or columns of an empty group in the first two
 cases are not written (as past offs[-1]; torch leaves them undefined too), and an
 empty group of the grouped reduction gets zeros.
 

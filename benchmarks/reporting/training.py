@@ -1,0 +1,102 @@
+"""W7: the grouped GEMMs of an MoE training step, and the step; their targets."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from .fmt import Results, f0, f1, listing, md_table, ok, ratio, span, verdict
+
+VARIANTS = ("torch", "gcdsl", "quack")
+PEERS = ("torch", "quack")
+STEP = "training step"
+STEP_AIM = 1.15  # the training step's aim against torch (its target is 1.00x)
+
+
+def _rows(results: Results) -> Dict[Tuple, Dict[str, Any]]:
+    return {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in results["W7"]["results"]}
+
+
+def points(results: Results) -> List[Tuple[str, int]]:
+    return list(dict.fromkeys((r["shape"], r["tokens"]) for r in results["W7"]["results"]))
+
+
+def cases(results: Results) -> List[str]:
+    return list(dict.fromkeys(r["case"] for r in results["W7"]["results"]))
+
+
+def _us(results: Results, shape: str, tokens: int, case: str, variant: str) -> Optional[float]:
+    r = _rows(results).get((shape, tokens, case, variant))
+    return r["us"] if ok(r) else None
+
+
+def ratios(results: Results, peer: str, case_filter=lambda case: True) -> Dict[Tuple[str, int, str], float]:
+    """Peer time / gcdsl time per (shape, tokens, case): above 1, gcdsl is faster."""
+    out = {}
+    for s, t in points(results):
+        for case in cases(results):
+            if case_filter(case):
+                ours, theirs = _us(results, s, t, case, "gcdsl"), _us(results, s, t, case, peer)
+                if ours and theirs:
+                    out[(s, t, case)] = theirs / ours
+    return out
+
+
+def targets(results: Results) -> List[Dict[str, Any]]:
+    return [{"what": f"{s}, {t} tokens, {case}: gcdsl against {peer}", "ratio": x, "met": x >= 1.0}
+            for peer in PEERS for (s, t, case), x in ratios(results, peer).items()]
+
+
+def region_w7(results: Results) -> Optional[str]:
+    if "W7" not in results:
+        return None
+    config = results["W7"]["config"]
+    lines = ["Command: `python benchmarks/w7_training.py`. The six grouped GEMMs of the W6 layer's training step "
+             "(forward, input gradient and weight gradient of the gate-up weights `w13` and the down weights `w2`), "
+             "on the layer's own routing, then the step itself (forward and backward by autograd). quack-kernels "
+             f"runs its default configuration (`{config.get('quack')}`) and has no part in the step. Every result was "
+             "checked against a float32 reference before it was timed, and the two steps' weight gradients against "
+             "each other.", "",
+             f"Device microseconds (TFLOP/s in brackets), median of {config.get('rounds')} rounds of "
+             f"{config.get('reps')} calls; the step: eager, {config.get('steps')} steps between CUDA events. "
+             "Ratio = peer / gcdsl:", ""]
+    rows_ = _rows(results)
+    table = []
+    for s, t in points(results):
+        for case in cases(results):
+            cells = [s, str(t), case]
+            for v in VARIANTS:
+                r = rows_.get((s, t, case, v))
+                cells.append(f1(r["us"]) + (f" ({f0(r['tflops'])})" if r.get("tflops") else "") if ok(r)
+                             else (r or {}).get("status", "-"))
+            for p in PEERS:
+                x = ratios(results, p).get((s, t, case))
+                cells.append(ratio(x) if x else "-")
+            table.append(cells)
+    lines += [md_table(["shape", "tokens", "case", "torch", "gcdsl", "quack", "torch / gcdsl", "quack / gcdsl"],
+                       table), ""]
+    checks = targets(results)
+    missed = [c["what"] for c in checks if not c["met"]]
+    lines.append(f"Targets: gcdsl at or above each peer in every case; {len(checks) - len(missed)} of {len(checks)} "
+                 "met." + (f" Missed: {listing(missed)}." if missed else ""))
+    step = ratios(results, "torch", lambda case: case == STEP)
+    if step:
+        lines.append(f"The training step runs at {span(list(step.values()), ratio)} torch's speed "
+                     f"(aim: {ratio(STEP_AIM)}).")
+    return "\n".join(lines)
+
+
+def readme_sentences(results: Results) -> List[str]:
+    if "W7" not in results:
+        return []
+    gemms = {p: ratios(results, p, lambda case: case != STEP) for p in PEERS}
+    step = ratios(results, "torch", lambda case: case == STEP)
+    if not gemms["torch"]:
+        return []
+    text = (f"The grouped GEMMs of an MoE training step (forward, input and weight gradients; Qwen3-30B-A3B and "
+            f"DeepSeek-V3 at 8-way EP, 4096 and 16384 tokens) run at {span(list(gemms['torch'].values()), ratio)} "
+            "the speed of `torch._grouped_mm`")
+    if gemms["quack"]:
+        text += f" and {span(list(gemms['quack'].values()), ratio)} that of quack-kernels"
+    text += "."
+    if step:
+        text += f" The whole step runs at {span(list(step.values()), ratio)} the speed of torch's."
+    return [text]
