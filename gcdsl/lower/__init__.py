@@ -12,6 +12,8 @@ passes) and an in-kernel form (what the traced body indexes):
 
 The other modules:
 
+- `carried.py`: `Carried`, the DSL's protocol for objects traced code carries as IR values
+  (to a kernel, through a dynamic loop), written once for the lowered forms above;
 - `runtime.py`: the `__gcdsl__` namespace desugared kernels call, and nothing else;
 - `launch_context.py`: what the host knows about the launch being traced, and
   `NeedsLowering`, which stops a trace when a runtime index reaches a list in the DSL's form;

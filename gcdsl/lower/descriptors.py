@@ -23,10 +23,10 @@ import cutlass
 import cutlass.cute as cute
 from cutlass.cute.nvgpu import cpasync
 from cutlass.cute.typing import Integer, Pointer
-from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
+from .carried import Carried
 from .launch_context import NeedsLowering, current_launch
 
 
@@ -48,22 +48,17 @@ class DescriptorArray(list):
 _dsl.carry_like_a_list(DescriptorArray)
 
 
-class PackedDescriptors:
+class PackedDescriptors(Carried):
     """A packed descriptor list, as the kernel takes it: the template atom (entry 0) as
     the DSL passes any atom, and every descriptor in one by-value blob."""
+
+    parts = ("template", "blob")
 
     def __init__(self, template: cute.CopyAtom, blob: Any, count: int) -> None:
         self.template, self.blob, self.count = template, blob, count
 
-    def __extract_mlir_values__(self) -> list:
-        return extract_mlir_values(self.template) + [self.blob]
-
     def __extract_mlir_attributes__(self) -> list:
         return _dsl.mlir_attributes(self.template) + [_dsl.grid_constant_attribute()]
-
-    def __new_from_mlir_values__(self, values: list) -> "PackedDescriptors":
-        n = len(extract_mlir_values(self.template))
-        return PackedDescriptors(new_from_mlir_values(self.template, values[:n]), values[n], self.count)
 
     def __str__(self) -> str:  # appears in kernel names
         return f"PackedDescriptors_{self.count}"
@@ -76,13 +71,15 @@ def pack_descriptor_list(atoms: Any) -> PackedDescriptors:
     return PackedDescriptors(atoms[0], _dsl.pack_tma_descriptors(list(atoms)), len(atoms))
 
 
-class DescriptorBlob:
+class DescriptorBlob(Carried):
     """A packed descriptor list inside the kernel: the template and the blob's address.
 
     Every entry, 0 included, is the template bound to its descriptor in the blob, so
     that any two picks have the same structure (a loop may carry one into the other).
     The blob's address is taken in the kernel's prologue, in the kernel's own body.
     """
+
+    parts = ("template", "base")  # carried through dynamic loops like any DSL structure
 
     def __init__(self, template: cute.CopyAtom, base: Pointer, count: int, param: str) -> None:
         self.template, self.base, self.count, self.param = template, base, count, param
@@ -102,15 +99,6 @@ class DescriptorBlob:
     def desc_ptr(self, index: Any) -> Pointer:
         """`cvta.param(blob) + index * 128`: descriptor `index` in parameter space."""
         return _dsl.descriptor_at(self.base, index)
-
-    # Carried through dynamic loops like any DSL structure: template and address.
-    def __extract_mlir_values__(self) -> list:
-        return extract_mlir_values(self.template) + extract_mlir_values(self.base)
-
-    def __new_from_mlir_values__(self, values: list) -> "DescriptorBlob":
-        n = len(extract_mlir_values(self.template))
-        return DescriptorBlob(new_from_mlir_values(self.template, values[:n]),
-                              new_from_mlir_values(self.base, values[n:]), self.count, self.param)
 
 
 def descriptor_array(atoms: Any, param: str) -> Any:

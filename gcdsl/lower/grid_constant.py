@@ -26,6 +26,7 @@ import cutlass.cute as cute
 
 from ..diagnostics import Diag, GcdslError, located_at_caller
 from . import _dsl
+from .carried import Carried
 
 _NUMPY_TO_DSL = {
     np.dtype(np.int8): cutlass.Int8,
@@ -149,9 +150,11 @@ class GridConstantTensor:
         return f"gcdsl.GridConstantTensor({self.spec})"
 
 
-class GridConstantParam:
+class GridConstantParam(Carried):
     """A table inside traced code: in the host function its address, in the kernel
     one by-value parameter (what a launch passes: the bytes loaded from the address)."""
+
+    parts = ("value",)
 
     def __init__(self, value: Any, spec: TableSpec, host_address: bool = False) -> None:
         self.value, self.spec = value, spec
@@ -168,10 +171,12 @@ class GridConstantParam:
                        f"{self.spec} it was compiled for (another shape, dtype or descriptor box); "
                        f"use update() on the table it was compiled with, or compile again\n")
             return [_dsl.load_table(self.spec, self.value, spec_fingerprint(self.spec), message)]
-        return [self.value]
+        return super().__extract_mlir_values__()
 
     def __new_from_mlir_values__(self, values: list) -> "GridConstantParam":
-        return GridConstantParam(values[0], self.spec)
+        rebuilt = super().__new_from_mlir_values__(values)
+        rebuilt.host_address = False  # rebuilt from a kernel's (or a loop's) values: the bytes
+        return rebuilt
 
     def __get_mlir_types__(self) -> list:
         return [_dsl.table_param_type(self.spec)]

@@ -20,10 +20,10 @@ import cutlass
 import cutlass.cute as cute
 
 from cutlass.cute.typing import Integer
-from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
+from .carried import Carried
 from .launch_context import NeedsLowering
 
 
@@ -42,17 +42,13 @@ class TensorListSpec:
         return f"TensorList_{self.kind}_{getattr(self.dtype, '__name__', 'coord')}_{self.count}x{dims}"
 
 
-class TensorListParam:
+class TensorListParam(Carried):
     """A lowered `List[cute.Tensor]` inside traced code: one by-value Int64 table."""
+
+    parts = ("value",)
 
     def __init__(self, value: Any, spec: TensorListSpec) -> None:
         self.value, self.spec = value, spec
-
-    def __extract_mlir_values__(self) -> list:
-        return [self.value]
-
-    def __new_from_mlir_values__(self, values: list) -> "TensorListParam":
-        return TensorListParam(values[0], self.spec)
 
     def __get_mlir_types__(self) -> list:
         return [_dsl.int64_table_type(self.spec.count * self.spec.fields)]
@@ -142,7 +138,7 @@ class NamedTensorList(list):
 _dsl.carry_like_a_list(NamedTensorList)
 
 
-class TensorTable:
+class TensorTable(Carried):
     """A lowered tensor list inside the kernel: its table in parameter space, viewed as
     an Int64 tensor of one row of fields per entry.
 
@@ -150,15 +146,10 @@ class TensorTable:
     take a grid-constant parameter's address only there, not inside a loop or branch.
     """
 
+    parts = ("fields",)  # carried through dynamic loops by its view's values
+
     def __init__(self, spec: TensorListSpec, param: str, fields: Any) -> None:
         self.spec, self.param, self.fields = spec, param, fields
-
-    # Carried through dynamic loops like any DSL structure: by its view's values.
-    def __extract_mlir_values__(self) -> list:
-        return extract_mlir_values(self.fields)
-
-    def __new_from_mlir_values__(self, values: list) -> "TensorTable":
-        return TensorTable(self.spec, self.param, new_from_mlir_values(self.fields, values))
 
     def __len__(self) -> int:
         return self.spec.count

@@ -205,7 +205,6 @@ class _Launch:
         else:  # every group has the same M-tiles: count them as groups of one tile each
             tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
         with torch.cuda.device(a.device):  # compile and load in a's device context
-            _make_context_current(a.device.index)
             plan = _plan_for(problem, a.dtype, a.device, tile_n)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
                                   if problem.ragged == "m" else 1)
@@ -394,6 +393,7 @@ def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, til
            problem.m, problem.n, problem.k, tile_n, device.index)
     plan = _PLANS.get(key)
     if plan is None:
+        _make_context_current(device.index)
         plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n)
     return plan
 
