@@ -17,7 +17,7 @@ from .frontend.rewrite import BIND_NAME, RUNTIME_NAME
 from .lower import _dsl, param_budget, runtime
 from .lower.descriptors import descriptor_verdict, pack_descriptor_list
 from .lower.grid_constant import check_grid_constant_arg
-from .lower.launch_context import LaunchContext, NeedsLowering, launching
+from .lower.launch_context import LaunchContext, LoweredInVain, NeedsLowering, launching
 from .lower.tensor_lists import lower_tensor_list
 from .lower.tensor_maps import check_template_swizzle
 
@@ -54,7 +54,10 @@ class Kernel:
         self.parameter_spans: List[Tuple[str, int, int]] = []
         # Lists a runtime index has reached: lowered up front in later launches (tensor
         # lists to a table, descriptor lists to one packed blob), saving a second trace.
+        # Before any launch, the analysis's guesses stand in for them (`speculative`);
+        # a guess the trace refutes is not made again.
         self._learned: Set[str] = set()
+        self._refuted: Set[str] = set()
         self._cute_kernel = self._materialize(func, desugared)
 
     def _materialize(self, func: Callable, desugared: frontend.Desugared) -> Any:
@@ -147,11 +150,13 @@ class Kernel:
         this launch's arguments allow it (a list that cannot be lowered stays as it is:
         if a runtime index reaches it, the trace says where)."""
         lowered = {}
-        for name in self._learned & bound.arguments.keys():
+        guessed = self._analysis.speculative - self._learned - self._refuted
+        for name in (self._learned | guessed) & bound.arguments.keys():
             try:
                 lowered[name] = self._lower(name, bound.arguments[name], context)
             except GcdslError:
                 continue
+        context.guessed = guessed & lowered.keys()
         return lowered
 
     # -- checks on the host ----------------------------------------------------------
@@ -201,7 +206,7 @@ class Kernel:
         """Errors raised while the desugared kernel is read or traced name the user's line."""
         try:
             yield
-        except NeedsLowering:
+        except (NeedsLowering, LoweredInVain):  # the launch's own signals, not errors
             raise
         except GcdslError as err:
             place = None if err.location is not None else self._user_place_in(err.__traceback__)
@@ -267,7 +272,9 @@ class _Launcher:
 
     A runtime index that reaches a list still in the DSL's form stops the trace
     (`NeedsLowering`); the half-built kernel is dropped and the launch traces again
-    with that list lowered.
+    with that list lowered. A list lowered on the analysis's guess that no runtime
+    index reached by the end of the trace (`LoweredInVain`) is traced again in the
+    DSL's form.
     """
 
     def __init__(self, kernel: Kernel, bound: inspect.BoundArguments, context: LaunchContext,
@@ -281,13 +288,30 @@ class _Launcher:
     def launch(self, *args: Any, **kwargs: Any) -> Any:
         while True:
             snapshot = _dsl.trace_snapshot()
+            self._context.runtime_indexed.clear()
             try:
                 with launching(self._context), self._kernel._errors_at_user_lines():
-                    return self._launcher.launch(*args, **kwargs)
+                    launched = self._launcher.launch(*args, **kwargs)
+                self._kernel._learned |= self._context.guessed  # every guess was right
+                return launched
             except NeedsLowering as need:
                 _dsl.abandon_trace(snapshot, self._launcher)
                 with launching(self._context), self._kernel._errors_at_user_lines():
                     self._relaunch_lowering(need)
+            except LoweredInVain as idle:
+                _dsl.abandon_trace(snapshot, self._launcher)
+                self._relaunch_unlowered(idle.params)
+
+    def _relaunch_unlowered(self, names: Set[str]) -> None:
+        """Lists lowered on a guess met no runtime index: the DSL's form again, for this
+        launch and later ones."""
+        kernel = self._kernel
+        kernel._refuted |= names
+        self._context.guessed -= names
+        for name in names:
+            del self._lowered[name]
+        with launching(self._context), kernel._errors_at_user_lines():
+            self._launcher = kernel._dsl_launcher(self._bound, self._lowered, self._keywords)
 
     def _relaunch_lowering(self, need: NeedsLowering) -> None:
         """A runtime index reached list `need.param` in the DSL's form: lower it, for this

@@ -67,7 +67,7 @@ from __future__ import annotations
 import ast
 import enum
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, List, Optional, Set, Tuple
 
 from ..diagnostics import Diag, GcdslError
 from .source import KernelSource
@@ -116,6 +116,11 @@ class KernelAnalysis:
     source: KernelSource
     params: Dict[str, LoweredParam]
     template_pairs: List[TemplatePair] = field(default_factory=list)
+    # Lists a runtime index will likely reach (`runtime_looking`): lowered before the first
+    # trace, which then need not stop at the index and start again. A guess, checked at
+    # the end of that trace (`__gcdsl__.end_of_trace`): a list no runtime index reached is
+    # traced again in the DSL's form, so that it keeps the DSL's PTX.
+    speculative: FrozenSet[str] = frozenset()
 
     @property
     def indexed(self) -> Dict[str, LoweredParam]:
@@ -175,7 +180,54 @@ def analyze(source: KernelSource) -> KernelAnalysis:
     if lists:
         _collect_sites(source, lists)
     names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    return KernelAnalysis(source, params, _template_pairs(fn, names))
+    speculative: FrozenSet[str] = frozenset()
+    if lists and not _leaves_early(fn):  # the check at the end of the body must run
+        trace_time = _trace_time_names(fn)
+        speculative = frozenset(n for n, p in lists.items()
+                                if any(not s.is_slice and runtime_looking(s.node.slice, trace_time) for s in p.sites))
+    return KernelAnalysis(source, params, _template_pairs(fn, names), speculative)
+
+
+def _trace_time_names(fn: ast.FunctionDef) -> Set[str]:
+    """Names that hold Python values while the kernel is traced: parameters annotated
+    `Constexpr`, targets of `for` loops over `range_constexpr(...)` (the DSL unrolls
+    them), and names the body never binds (globals and closure values)."""
+    params = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+    constexpr = {a.arg for a in params if a.annotation is not None and "Constexpr" in ast.unparse(a.annotation)}
+    bound = {a.arg for a in params}
+    unrolled: Set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.iter, ast.Call) \
+                and _terminal_name(node.iter.func) == "range_constexpr":
+            unrolled |= {n.id for n in ast.walk(node.target) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name)}
+    return constexpr | unrolled | (used - bound)
+
+
+def runtime_looking(index: ast.AST, trace_time: Set[str]) -> bool:
+    """Whether an index expression looks like a runtime value: it reads a name not known
+    to be a Python value at trace time, calls something or subscripts something.
+    Attributes of `self` (a kernel object's configuration) count as Python values."""
+    for node in ast.walk(index):
+        if isinstance(node, (ast.Call, ast.Subscript, ast.Await, ast.NamedExpr)):
+            return True
+        if isinstance(node, ast.Name) and node.id not in trace_time and node.id != "self":
+            return True
+    return False
+
+
+def _leaves_early(fn: ast.FunctionDef) -> bool:
+    """A `return` (or `yield`) in the kernel's own body, not in a nested function."""
+    pending = list(fn.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+    return False
 
 
 def _template_pairs(fn: ast.AST, names: Set[str]) -> List[TemplatePair]:

@@ -58,6 +58,11 @@ PROLOGUE_TEMPLATES = {
     ParamKind.TENSOR_LIST: f"PARAM = {RUNTIME_NAME}.tensor_table(PARAM, NAME)",
 }
 
+# The last statement of a kernel whose lists the analysis expects a runtime index to
+# reach (`KernelAnalysis.speculative`): lowered before the trace, each must have met one
+# by the end of it, or the kernel is traced again with that list in the DSL's form.
+END_OF_TRACE_TEMPLATE = f"{RUNTIME_NAME}.end_of_trace()"
+
 # Calls that read an atom's descriptor directly instead of through `cute.copy`: in a
 # kernel with indexed lists they go through gcdsl, which follows the pointer of a
 # runtime-picked atom and forwards any other atom unchanged.
@@ -181,6 +186,8 @@ def desugar(analysis: KernelAnalysis, *, check_bounds: bool = False,
         prologue.append(from_template(PROLOGUE_TEMPLATES[param.kind], at=param.node,
                                       PARAM=param.name, NAME=ast.Constant(param.name)))
     fn.body = _after_docstring(fn.body, prologue)
+    if analysis.speculative:
+        fn.body.append(_placed(ast.Expr(from_template(END_OF_TRACE_TEMPLATE, at=source.tree)), source.tree))
 
     def_origin = source.location(source.tree).short
     fn.decorator_list = [_decorator(kernel_options or {}, at=source.tree)]

@@ -193,6 +193,7 @@ def param_desc_ptr(atoms: Any, index: Any) -> Any:
                          param=getattr(atoms, "param", None),
                          hint="index with an integer (cutlass.Int32) value")
     if isinstance(atoms, DescriptorBlob):
+        current_launch().saw_runtime_index(atoms.param)
         desc_ptr = atoms.desc_ptr(index)
         # The DSL silently ignores a `tma_desc_ptr` that is not a Pointer: never hand it one.
         if not isinstance(desc_ptr, Pointer):

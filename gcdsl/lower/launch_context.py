@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, Optional, Set
 
 from ..diagnostics import GcdslError
 
@@ -19,6 +19,12 @@ class LaunchContext:
     def __init__(self, kernel: str, descriptor_verdicts: Dict[str, Optional[GcdslError]]) -> None:
         self.kernel = kernel
         self._descriptor_verdicts = descriptor_verdicts
+        self.guessed: Set[str] = set()  # lists lowered on the analysis's guess, not yet confirmed
+        self.runtime_indexed: Set[str] = set()  # lowered lists a runtime index reached in this trace
+
+    def saw_runtime_index(self, param: Optional[str]) -> None:
+        if param is not None:
+            self.runtime_indexed.add(param)
 
     def descriptor_verdict(self, param: Optional[str]) -> Optional[GcdslError]:
         """The error a runtime pick from descriptor list `param` raises, or None."""
@@ -38,6 +44,24 @@ class NeedsLowering(Exception):
     def __init__(self, param: str) -> None:
         super().__init__(f"gcdsl: `{param}` is indexed at runtime and must be lowered")
         self.param = param
+
+
+class LoweredInVain(Exception):
+    """The trace reached its end and no runtime index reached lists `params`, lowered up
+    front on the analysis's guess. The launch abandons the trace and traces again with
+    them in the DSL's form (which gives the DSL's PTX)."""
+
+    def __init__(self, params: Set[str]) -> None:
+        super().__init__(f"gcdsl: {sorted(params)} met no runtime index and keep the DSL's form")
+        self.params = set(params)
+
+
+def end_of_trace() -> None:
+    """The last statement of a kernel with guessed lowerings (see `LoweredInVain`)."""
+    launch = current_launch()
+    idle = launch.guessed - launch.runtime_indexed
+    if idle:
+        raise LoweredInVain(idle)
 
 
 _CURRENT: contextvars.ContextVar = contextvars.ContextVar("gcdsl_launch", default=None)

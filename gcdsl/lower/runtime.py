@@ -13,6 +13,7 @@ cute = types.SimpleNamespace(kernel=cutlass.cute.kernel)
 
 from .descriptors import bind, copy_tensormap, descriptor_array, in_bounds, param_desc_ptr, prefetch_descriptor
 from .grid_constant import GridConstantParam, param_space_ptr, table_view
+from .launch_context import end_of_trace
 from .lists import static_slice
 from .tensor_lists import tensor_from_table, tensor_table
 
@@ -22,6 +23,7 @@ __all__ = [
     "copy_tensormap",
     "cute",
     "descriptor_array",
+    "end_of_trace",
     "in_bounds",
     "param_desc_ptr",
     "param_space_ptr",

@@ -24,7 +24,7 @@ from cutlass.cute.typing import Integer
 from ..diagnostics import Diag, GcdslError, check_constant_index, describe_value
 from . import _dsl
 from .carried import Carried
-from .launch_context import NeedsLowering
+from .launch_context import NeedsLowering, current_launch
 
 
 class TensorListSpec:
@@ -201,6 +201,8 @@ def tensor_from_table(tensors: Any, index: Any) -> Any:
         raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of tensors is indexed with {describe_value(index)}",
                          param=getattr(tensors, "param", None), hint="index with an integer (cutlass.Int32) value")
     if isinstance(tensors, TensorTable):
+        if not isinstance(index, int):
+            current_launch().saw_runtime_index(tensors.param)
         return tensors.entry(index)
     if isinstance(index, int):
         return tensors[check_constant_index(index, len(tensors), "tensors")]

@@ -21,3 +21,4 @@ def allowed_uses(loads: List[cute.CopyAtom], stores: list[cute.CopyAtom], src: c
     helper(__gcdsl__.bind(loads[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(loads, k)), src)  # frontend_cases.py:101
     scale = lambda t: t * 2
     cute.copy(__gcdsl__.bind(stores[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(stores, scale(k) - 1)), first, last)  # frontend_cases.py:103
+    __gcdsl__.end_of_trace()

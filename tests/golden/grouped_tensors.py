@@ -10,3 +10,4 @@ def grouped_tensors(coords: List[cute.Tensor], outs: Sequence[cute.Tensor], atom
     out = __gcdsl__.tensor_from_table(outs, g)  # frontend_cases.py:239
     n = len(outs)
     cute.copy(__gcdsl__.bind(atoms[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(atoms, g)), tiles, out)  # frontend_cases.py:241
+    __gcdsl__.end_of_trace()

@@ -11,3 +11,4 @@ def loads_and_stores(loads: typing.Sequence[cute.CopyAtom], stores: Sequence[cut
     while g < 3:
         __gcdsl__.prefetch_descriptor(__gcdsl__.bind(stores[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(stores, g)))  # frontend_cases.py:36
         g = g + 1
+    __gcdsl__.end_of_trace()

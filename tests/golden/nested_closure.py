@@ -6,4 +6,5 @@ def __gcdsl_bind__(limit, __default_scale__):
         which = tile % limit
         atom = __gcdsl__.bind(atoms[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(atoms, which))  # frontend_cases.py:43
         cute.copy(atom, tile, tile)
+        __gcdsl__.end_of_trace()
     return nested

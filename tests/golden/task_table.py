@@ -7,3 +7,4 @@ def task_table(tasks: __gcdsl__.GridConstantParam, shapes: __gcdsl__.GridConstan
     atoms = __gcdsl__.descriptor_array(atoms, 'atoms')  # frontend_cases.py:56
     t = tasks[cute.arch.block_idx()[0], 0]
     cute.copy(__gcdsl__.bind(atoms[0], tma_desc_ptr=__gcdsl__.param_desc_ptr(atoms, t)), shapes[t], shapes[t])  # frontend_cases.py:59
+    __gcdsl__.end_of_trace()
