@@ -59,6 +59,7 @@ class Kernel:
         self._learned: Set[str] = set()
         self._refuted: Set[str] = set()
         self._cute_kernel = self._materialize(func, desugared)
+        _dsl.locate_kernel_at(self._cute_kernel, source.filename, source.tree.lineno)
 
     def _materialize(self, func: Callable, desugared: frontend.Desugared) -> Any:
         """Execute the desugared text in the kernel's own module globals.
@@ -192,6 +193,21 @@ class Kernel:
         return SourceLocation(filename, line, _indent(filename, line))
 
 
+    def _user_place_of(self, filename: str, line: int) -> Optional[Tuple[str, int]]:
+        """Where a location the DSL records while tracing lies in the user's file: a line
+        of the desugared text maps to the user's line; a line of gcdsl's own code (the
+        runtime the text calls) to the user's line of the call being traced."""
+        if filename == self._rendered.filename:
+            mapped = self._rendered.user_line(line)
+            return (self._analysis.source.filename, mapped) if mapped else None
+        if filename.startswith(_PACKAGE_DIR):
+            frame = sys._getframe(1)
+            while frame is not None and frame.f_code.co_filename != self._rendered.filename:
+                frame = frame.f_back
+            if frame is not None:
+                return self._user_place_of(frame.f_code.co_filename, frame.f_lineno)
+        return None
+
     def _user_place_in(self, tb: Any) -> Optional[Tuple[str, int]]:
         """The user's file and line of the innermost desugared frame in a traceback."""
         for frame in reversed(traceback.extract_tb(tb)):
@@ -290,7 +306,8 @@ class _Launcher:
             snapshot = _dsl.trace_snapshot()
             self._context.runtime_indexed.clear()
             try:
-                with launching(self._context), self._kernel._errors_at_user_lines():
+                with launching(self._context), self._kernel._errors_at_user_lines(), \
+                        _dsl.locations_at(self._kernel._user_place_of):  # PTX .loc at the user's lines
                     launched = self._launcher.launch(*args, **kwargs)
                 self._kernel._learned |= self._context.guessed  # every guess was right
                 return launched

@@ -42,8 +42,8 @@ def _stride(nbytes: int) -> None:
 def _base_from_entry_one() -> None:
     from gcdsl.lower import _dsl, descriptors
 
-    desc_ptr = descriptors.DescriptorBlob.desc_ptr
-    descriptors.DescriptorBlob.desc_ptr = lambda self, index: _dsl.descriptor_at(desc_ptr(self, 1), index)
+    desc_ptr = descriptors.DescriptorListView.desc_ptr
+    descriptors.DescriptorListView.desc_ptr = lambda self, index: _dsl.descriptor_at(desc_ptr(self, 1), index)
 
 
 def _lists_swapped() -> None:

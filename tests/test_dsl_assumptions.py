@@ -140,3 +140,14 @@ def test_the_arch_the_dsl_read_at_import_is_envar_arch():
     if os.environ.get("CUTE_DSL_ARCH"):
         assert envar._arch == os.environ["CUTE_DSL_ARCH"]
 
+
+
+def test_kernels_keep_the_location_they_were_decorated_at():
+    """`locate_kernel_at` moves it to the user's `def` (the PTX entry's `.loc` with line info)."""
+    from benchmarks import launch_kernels as L
+
+    assert _dsl.locate_kernel_at(L.plain_kernel, "somewhere.py", 7)
+    assert L.plain_kernel.__wrapped__._decorator_location.filename == "somewhere.py"
+    from cutlass._mlir_helpers.op import loc_transform  # the front ends' hook `locations_at` uses
+
+    assert callable(loc_transform)

@@ -2,12 +2,13 @@
 
 A map of the package. Each kind of parameter has a form the DSL already knows (kept
 while only trace-time indices reach it), a host-side lowered form (what the launch
-passes) and an in-kernel form (what the traced body indexes):
+passes) and an in-kernel form (what the traced body indexes). The names say which:
+`Dsl...` the DSL's form, `Packed...` lowered on the host, `...View` lowered in the kernel.
 
 | parameter | DSL's form, in the kernel | lowered, on the host | lowered, in the kernel |
 | --- | --- | --- | --- |
-| `List[cute.CopyAtom]` (`descriptors.py`) | `DescriptorArray` | `PackedDescriptors`: template + blob | `DescriptorBlob`: template + blob address |
-| `List[cute.Tensor]` (`tensor_lists.py`) | `NamedTensorList` | `TensorListParam`: one Int64 table | `TensorTable`: a view of the table |
+| `List[cute.CopyAtom]` (`descriptors.py`) | `DslDescriptorList` | `PackedDescriptorList`: template + blob | `DescriptorListView`: template + blob address |
+| `List[cute.Tensor]` (`tensor_lists.py`) | `DslTensorList` | `PackedTensorList`: one Int64 table | `TensorListView`: a view of the table |
 | grid-constant table (`grid_constant.py`) | - | `GridConstantTensor` (the user's object) | `GridConstantParam`, viewed by `table_view` |
 
 The other modules:

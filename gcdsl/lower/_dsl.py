@@ -13,6 +13,7 @@ the results against the PTX.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
@@ -23,6 +24,7 @@ from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
 from cutlass._mlir.dialects import arith, cuda, llvm, scf
+from cutlass._mlir_helpers.op import loc_transform
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
 from cutlass.base_dsl.common import DSLBaseError
@@ -387,6 +389,42 @@ def abandon_trace(snapshot: Tuple[int, int], launcher: Any) -> None:
     if pending is not None and any(p is launcher for p in pending):
         pending[:] = [p for p in pending if p is not launcher]
     dsl.num_kernels = kernels_before
+
+
+def locations_at(place: Callable[[str, int], Optional[Tuple[str, int]]]) -> Any:
+    """A context for a trace: each location the DSL records (with line info on, those
+    become PTX `.loc` lines) at a file and line that `place` maps is recorded at the
+    place it gives instead: the user's file and line. Through the DSL's own scoped hook
+    for front ends (`loc_transform`)."""
+
+    def moved_file(loc: Any) -> Optional[Any]:
+        target = place(loc.filename, loc.start_line)
+        return None if target is None else ir.Location.file(target[0], target[1], 0, context=loc.context)
+
+    def transform(loc: Any) -> Any:
+        if loc is None:  # no location tracking
+            return None
+        if loc.is_a_name() and loc.child_loc.is_a_file():
+            moved = moved_file(loc.child_loc)
+            return loc if moved is None else ir.Location.name(loc.name_str, childLoc=moved, context=loc.context)
+        if loc.is_a_file():
+            return moved_file(loc) or loc
+        return loc
+
+    return loc_transform(transform)
+
+
+def locate_kernel_at(dsl_kernel: Any, filename: str, line: int) -> bool:
+    """The location the DSL gives a kernel's own function (its `.loc` at the entry):
+    recorded where `@cute.kernel` was applied, which for a desugared kernel is the
+    desugared text; moved to the user's `def`. False where the DSL kept none (line
+    info only: tests/test_dsl_assumptions.py pins that it keeps one)."""
+    func = getattr(dsl_kernel, "__wrapped__", None)
+    location = getattr(func, "_decorator_location", None)
+    if location is None:
+        return False
+    func._decorator_location = dataclasses.replace(location, filename=filename, lineno=line, col_offset=0)
+    return True
 
 
 def relocate_dsl_error(err: BaseException, where: Callable[[str, int], Optional[Tuple[str, int]]]) -> bool:

@@ -30,7 +30,7 @@ from .carried import Carried
 from .launch_context import NeedsLowering, current_launch
 
 
-class DescriptorArray(list):
+class DslDescriptorList(list):
     """A descriptor-list parameter inside the kernel: the DSL's own list of atoms, named.
     Carried through dynamic loops as the DSL carries a list."""
 
@@ -45,10 +45,10 @@ class DescriptorArray(list):
         return super().__getitem__(index)
 
 
-_dsl.carry_like_a_list(DescriptorArray)
+_dsl.carry_like_a_list(DslDescriptorList)
 
 
-class PackedDescriptors(Carried):
+class PackedDescriptorList(Carried):
     """A packed descriptor list, as the kernel takes it: the template atom (entry 0) as
     the DSL passes any atom, and every descriptor in one by-value blob."""
 
@@ -66,12 +66,12 @@ class PackedDescriptors(Carried):
     __repr__ = __str__
 
 
-def pack_descriptor_list(atoms: Any) -> PackedDescriptors:
+def pack_descriptor_list(atoms: Any) -> PackedDescriptorList:
     """On the host, for a list a runtime index reached (`descriptor_verdict` passed it)."""
-    return PackedDescriptors(atoms[0], _dsl.pack_tma_descriptors(list(atoms)), len(atoms))
+    return PackedDescriptorList(atoms[0], _dsl.pack_tma_descriptors(list(atoms)), len(atoms))
 
 
-class DescriptorBlob(Carried):
+class DescriptorListView(Carried):
     """A packed descriptor list inside the kernel: the template and the blob's address.
 
     Every entry, 0 included, is the template bound to its descriptor in the blob, so
@@ -103,13 +103,13 @@ class DescriptorBlob(Carried):
 
 def descriptor_array(atoms: Any, param: str) -> Any:
     """Kernel prologue: the packed list's blob, or the DSL's own list, named."""
-    if isinstance(atoms, PackedDescriptors):
+    if isinstance(atoms, PackedDescriptorList):
         address = _dsl.grid_constant_address(atoms.blob)
         base = cute.make_ptr(cutlass.Uint8, address, cute.AddressSpace.generic, assumed_align=_dsl.DESCRIPTOR_BYTES)
-        return DescriptorBlob(atoms.template, base, atoms.count, param)
+        return DescriptorListView(atoms.template, base, atoms.count, param)
     if not isinstance(atoms, (list, tuple)):
         raise _not_a_list(atoms, param)
-    return DescriptorArray(atoms, param)
+    return DslDescriptorList(atoms, param)
 
 
 def _not_a_list(value: Any, param: str) -> GcdslError:
@@ -192,14 +192,14 @@ def param_desc_ptr(atoms: Any, index: Any) -> Any:
         raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of atoms is indexed with {describe_value(index)}",
                          param=getattr(atoms, "param", None),
                          hint="index with an integer (cutlass.Int32) value")
-    if isinstance(atoms, DescriptorBlob):
+    if isinstance(atoms, DescriptorListView):
         current_launch().saw_runtime_index(atoms.param)
         desc_ptr = atoms.desc_ptr(index)
         # The DSL silently ignores a `tma_desc_ptr` that is not a Pointer: never hand it one.
         if not isinstance(desc_ptr, Pointer):
             raise TypeError(f"gcdsl internal error: descriptor pointer is {type(desc_ptr).__name__}")
         return desc_ptr
-    if not isinstance(atoms, DescriptorArray):
+    if not isinstance(atoms, DslDescriptorList):
         raise TypeError(f"gcdsl internal error: runtime pick from {type(atoms).__name__}")
     verdict = current_launch().descriptor_verdict(atoms.param)
     if verdict is not None:

@@ -42,7 +42,7 @@ class TensorListSpec:
         return f"TensorList_{self.kind}_{getattr(self.dtype, '__name__', 'coord')}_{self.count}x{dims}"
 
 
-class TensorListParam(Carried):
+class PackedTensorList(Carried):
     """A lowered `List[cute.Tensor]` inside traced code: one by-value Int64 table."""
 
     parts = ("value",)
@@ -62,7 +62,7 @@ class TensorListParam(Carried):
     __repr__ = __str__
 
 
-def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
+def lower_tensor_list(tensors: Any, *, param: str) -> PackedTensorList:
     """On the host (while the jit function is traced): pack the entries into one table."""
 
     def fail(message: str, hint: str) -> GcdslError:
@@ -119,14 +119,14 @@ def lower_tensor_list(tensors: Any, *, param: str) -> TensorListParam:
         fields.extend(t.shape)
         if kind == "memref":
             fields.extend(t.stride)
-    return TensorListParam(_dsl.int64_table(fields), spec)
+    return PackedTensorList(_dsl.int64_table(fields), spec)
 
 
 def _flat(mode: Any) -> bool:
     return isinstance(mode, int) or hasattr(mode, "ir_value")
 
 
-class NamedTensorList(list):
+class DslTensorList(list):
     """A tensor-list parameter in the DSL's own form inside the kernel, named. Carried
     through dynamic loops as the DSL carries a list."""
 
@@ -135,10 +135,10 @@ class NamedTensorList(list):
         self.param = param
 
 
-_dsl.carry_like_a_list(NamedTensorList)
+_dsl.carry_like_a_list(DslTensorList)
 
 
-class TensorTable(Carried):
+class TensorListView(Carried):
     """A lowered tensor list inside the kernel: its table in parameter space, viewed as
     an Int64 tensor of one row of fields per entry.
 
@@ -182,17 +182,17 @@ class TensorTable(Carried):
 
 def tensor_table(tensors: Any, param: str) -> Any:
     """Kernel prologue: the parameter-space table of a lowered list, or the DSL's own list, named."""
-    if isinstance(tensors, TensorListParam):
+    if isinstance(tensors, PackedTensorList):
         spec = tensors.spec
         base = _dsl.grid_constant_address(tensors.value)
         fields = cute.make_tensor(cute.make_ptr(cutlass.Int64, base, cute.AddressSpace.generic, assumed_align=8),
                                   cute.make_layout((spec.count, spec.fields), stride=(spec.fields, 1)))
-        return TensorTable(spec, param, fields)
+        return TensorListView(spec, param, fields)
     if not isinstance(tensors, (list, tuple)):
         raise GcdslError(Diag.TENSOR_LIST_MISMATCH,
                          f"`{param}` is annotated List[cute.Tensor] but received {describe_value(tensors)}",
                          param=param, hint="pass a Python list of tensors")
-    return NamedTensorList(tensors, param)
+    return DslTensorList(tensors, param)
 
 
 def tensor_from_table(tensors: Any, index: Any) -> Any:
@@ -200,12 +200,12 @@ def tensor_from_table(tensors: Any, index: Any) -> Any:
     if not isinstance(index, (int, Integer)):
         raise GcdslError(Diag.BAD_INDEX_TYPE, f"a list of tensors is indexed with {describe_value(index)}",
                          param=getattr(tensors, "param", None), hint="index with an integer (cutlass.Int32) value")
-    if isinstance(tensors, TensorTable):
+    if isinstance(tensors, TensorListView):
         if not isinstance(index, int):
             current_launch().saw_runtime_index(tensors.param)
         return tensors.entry(index)
     if isinstance(index, int):
         return tensors[check_constant_index(index, len(tensors), "tensors")]
-    if isinstance(tensors, NamedTensorList):
+    if isinstance(tensors, DslTensorList):
         raise NeedsLowering(tensors.param)
     return tensors[index]
