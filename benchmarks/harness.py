@@ -271,3 +271,22 @@ def plot_lines(path: str, title: str, xlabel: str, ylabel: str,
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def main_on_gpu(workload: str, run: Callable[[Any, Dict[str, Any]], "Report"], args: Any) -> int:
+    """A GPU workload's command: `run(args, machine)`, its JSON written, exit status 1 if a
+    variant FAILED or raised. Without a GPU it says so and succeeds (nothing to measure)."""
+    if not has_gpu():
+        print(f"{workload} needs a CUDA GPU (Hopper); nothing to do here.")
+        return 0
+    machine = machine_info()
+    machine["quack_kernels"] = _version("quack-kernels")
+    print(f"{workload} on {machine.get('gpu')} | driver {machine.get('driver')} | nvidia-cutlass-dsl "
+          f"{machine.get('nvidia_cutlass_dsl')} | torch {machine.get('torch')} | quack-kernels "
+          f"{machine['quack_kernels']} | git {machine.get('gcdsl_git')}")
+    started = time.perf_counter()
+    report = run(args, machine)
+    report.config["wall_s"] = round(time.perf_counter() - started, 1)
+    path = report.write(machine)
+    print(f"\nwrote {os.path.relpath(path, ROOT)} ({report.config['wall_s']} s)")
+    return 1 if any(r.get("status") in (FAILED, ERROR) for r in report.rows) else 0

@@ -462,20 +462,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    args = parse_args(argv)
-    if not harness.has_gpu():
-        print("W5 needs a CUDA GPU (Hopper); nothing to do here.")
-        return 0
-    machine = harness.machine_info()
-    print(f"W5 on {machine.get('gpu')} | driver {machine.get('driver')} | nvidia-cutlass-dsl "
-          f"{machine.get('nvidia_cutlass_dsl')} | torch {machine.get('torch')} | git {machine.get('gcdsl_git')}")
-    started = time.perf_counter()
-    report = run(args, machine)
-    report.config["wall_s"] = round(time.perf_counter() - started, 1)
-    path = report.write(machine)
-    print(f"\nwrote {os.path.relpath(path, os.path.dirname(HERE))} ({report.config['wall_s']} s)")
-    bad = [r for r in report.rows if r.get("status") in (FAILED, ERROR)]
-    return 1 if bad else 0
+    return harness.main_on_gpu("W5", run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -369,21 +369,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    args = parse_args(argv)
-    if not harness.has_gpu():
-        print("W6 needs a CUDA GPU (Hopper); nothing to do here.")
-        return 0
-    machine = harness.machine_info()
-    print(f"W6 on {machine.get('gpu')} | driver {machine.get('driver')} | nvidia-cutlass-dsl "
-          f"{machine.get('nvidia_cutlass_dsl')} | torch {machine.get('torch')} | quack-kernels "
-          f"{harness._version('quack-kernels')} | git {machine.get('gcdsl_git')}")
-    started = time.perf_counter()
-    report = run(args)
-    machine["quack_kernels"] = harness._version("quack-kernels")
-    report.config["wall_s"] = round(time.perf_counter() - started, 1)
-    path = report.write(machine)
-    print(f"\nwrote {os.path.relpath(path, os.path.dirname(HERE))} ({report.config['wall_s']} s)")
-    return 1 if any(r.get("status") in (FAILED, ERROR) for r in report.rows) else 0
+    return harness.main_on_gpu("W6", lambda args, machine: run(args), parse_args(argv))
 
 
 if __name__ == "__main__":

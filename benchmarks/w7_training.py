@@ -38,7 +38,6 @@ import functools
 import os
 import statistics
 import sys
-import time
 import traceback
 from typing import Any, Callable, Dict, List
 
@@ -338,20 +337,7 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    args = parse_args(argv)
-    if not harness.has_gpu():
-        print("W7 needs a CUDA GPU (Hopper); nothing to do here.")
-        return 0
-    machine = harness.machine_info()
-    machine["quack_kernels"] = harness._version("quack-kernels")
-    print(f"W7 on {machine.get('gpu')} | nvidia-cutlass-dsl {machine.get('nvidia_cutlass_dsl')} | torch "
-          f"{machine.get('torch')} | quack-kernels {machine['quack_kernels']} | git {machine.get('gcdsl_git')}")
-    started = time.perf_counter()
-    report = run(args, machine)
-    report.config["wall_s"] = round(time.perf_counter() - started, 1)
-    path = report.write(machine)
-    print(f"\nwrote {os.path.relpath(path, os.path.dirname(HERE))} ({report.config['wall_s']} s)")
-    return 1 if any(r.get("status") in (FAILED, ERROR) for r in report.rows) else 0
+    return harness.main_on_gpu("W7", run, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ import pytest
 
 from tests.conftest import ROOT, has_gpu
 
-TUTORIALS = ("tutorials/01_batch_copy.py", "tutorials/02_megakernel.py", "tutorials/03_grouped_gemm.py")
+TUTORIALS = ("tutorials/01_batch_copy.py", "tutorials/02_megakernel.py", "tutorials/03_grouped_gemm.py",
+             "tutorials/05_expert_parallel.py")
 
 
 def run_tutorial(args, tmp_path, **env_vars):
@@ -61,6 +62,14 @@ def test_tutorial_03_grouped_gemm(tmp_path):
         assert "self.produce(" in proc.stdout and "self.consume(" in proc.stdout  # the roles
         assert "532 bytes in 8 parameters" in proc.stdout  # three descriptors, whatever the expert count
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
+
+
+def test_tutorial_05_expert_parallel_on_two_cpu_processes(tmp_path):
+    """torchrun, two ranks on gloo, experts on torch._grouped_mm (the GPU run uses NCCL and gcdsl's)."""
+    proc = run_tutorial(["-m", "torch.distributed.run", "--nproc-per-node", "2", "tutorials/05_expert_parallel.py",
+                         "--cpu"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    assert "2 ranks x 8 experts" in proc.stdout and ": PASS" in proc.stdout
 
 
 @pytest.mark.parametrize("tutorial", TUTORIALS)
