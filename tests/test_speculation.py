@@ -125,3 +125,18 @@ def test_a_wrong_guess_is_traced_again_in_the_dsl_form(traces):
     fn, args = K.fake_args(3)
     assert descriptor_params(cute.compile(fn, *args, options="--keep-ptx").__ptx__) == 3
     assert traces == {"kernel": 3}  # refuted guesses are not made again
+
+
+def test_a_wrong_guess_about_a_tensor_list_keeps_the_dsl_form(traces):
+    """The same for `List[cute.Tensor]`: each tensor stays a parameter of its own (no table)."""
+    import cutlass.cute as cute
+
+    from gcdsl import ptx
+    from tests.kernels import guessed_wrong as K
+
+    K.tensor_kernel._learned.clear()
+    K.tensor_kernel._refuted.clear()
+    fn, args = K.fake_tensor_args(3)
+    (entry,) = ptx.entries(cute.compile(fn, *args, options="--keep-ptx").__ptx__).values()
+    assert traces == {"tensor_kernel": 2} and K.tensor_kernel._refuted == {"srcs"}
+    assert [p.size for p in entry.params].count(8) >= 4  # three sources and out: a pointer each

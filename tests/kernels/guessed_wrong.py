@@ -38,3 +38,22 @@ def load(srcs: List[cute.Tensor], out: cute.Tensor):
 
 def fake_args(n: int):
     return load, ([L.fake_source() for _ in range(n)], L.fake_source())
+
+
+@gcdsl.kernel
+def tensor_kernel(srcs: List[cute.Tensor], out: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    j = 1  # a Python int, as above
+    out[tidx] = srcs[j][tidx]
+
+
+@cute.jit
+def read(srcs: List[cute.Tensor], out: cute.Tensor):
+    tensor_kernel(srcs, out).launch(grid=(1, 1, 1), block=(32, 1, 1))
+
+
+def fake_tensor_args(n: int):
+    def vector():
+        return cute.runtime.make_fake_compact_tensor(cutlass.Float32, (32,), assumed_align=16)
+
+    return read, ([vector() for _ in range(n)], vector())
