@@ -131,3 +131,7 @@ def test_bad_input_is_a_gcdsl_error_at_the_callers_line(monkeypatch):
     assert err.value.location.filename == os.path.abspath(__file__)
     with pytest.raises(GcdslError, match="expected integers"):
         expert_parallel.dispatch(torch.zeros(4, 8), torch.zeros(4, 2), 4)
+    d = expert_parallel.Dispatched(torch.zeros(3, 8), torch.zeros(2, dtype=torch.int32), torch.arange(8),
+                                   torch.arange(3), [3, 5], [3, 0], tokens=4, top_k=2)
+    with pytest.raises(GcdslError, match="topk_weights is"):
+        expert_parallel.combine(torch.zeros(3, 8), d, torch.zeros(4, 3))

@@ -91,6 +91,10 @@ def combine(y: torch.Tensor, dispatched: Dispatched, topk_weights: torch.Tensor,
     if y.shape[0] != d.rows.shape[0]:
         fail(f"y has {y.shape[0]} rows; the dispatch delivered {d.rows.shape[0]}", param="y",
              hint="pass the experts' output for dispatched.rows, row for row")
+    if tuple(topk_weights.shape) != (d.tokens, d.top_k) or topk_weights.device != y.device:
+        fail(f"topk_weights is {tuple(topk_weights.shape)} on {topk_weights.device}; the dispatch routed "
+             f"{d.tokens} tokens to {d.top_k} experts each, on {y.device}", param="topk_weights",
+             hint="pass the router's weights that go with the topk_ids given to dispatch")
     back = y.new_empty(sum(d.send_splits), y.shape[1])
     dist.all_to_all_single(back, y[d.to_expert_order].contiguous(), d.send_splits, d.recv_splits, group=group)
     weights = topk_weights.reshape(-1)[d.order].float()
