@@ -242,6 +242,22 @@ def test_cases_operands_right_after_unmapped_memory(case, la, lb, after_unmapped
     check(out, a, b, ends)
 
 
+@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col"),
+                                          ("2d2d", "col", "row"), ("3d3d", "row", "col"), ("3d3d", "col", "row")])
+def test_cases_pingpong_schedule(case, la, lb, tile_n):
+    """The ping-pong consumers (a 64-row tile each, in turn) on every case: the edge rows of
+    ROWS, and shapes of many tiles a CTA, so that both warpgroups take turns."""
+    a, b, ends = problem(case, la, lb)
+    out = run(a, b, ends, tile_n=tile_n, schedule="pingpong")
+    check(out, a, b, ends)
+    if case == "2d2d":
+        assert (out[0] == 0).all() and (out[5] == 0).all()
+    many = dict(rows=[3000, 0, 2500, 64, 4000, 0], m=520, n=1032, k=520)
+    a, b, ends = problem(case, la, lb, **many)
+    check(run(a, b, ends, tile_n=tile_n, schedule="pingpong"), a, b, ends)
+
+
 # ---- autograd ---------------------------------------------------------------------------
 def _grads(fn, a, b, ends, dy):
     a, b = a.detach().requires_grad_(), b.detach().requires_grad_()

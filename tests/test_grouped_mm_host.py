@@ -22,8 +22,9 @@ gm = importlib.import_module("gcdsl.ops.grouped_mm")
 torch = pytest.importorskip("torch")
 
 
-def _epilogue_facts(c_name: str, tile_n: int, coverage: bool) -> dict:
-    """Trace-time facts about the consumer's MMA and epilogue partitions."""
+def _epilogue_facts(c_name: str, tile_n: int, coverage: bool, schedule: str = "cooperative") -> dict:
+    """Trace-time facts about the consumer's MMA and epilogue partitions: the two warpgroups
+    on one 128-row tile (cooperative), or one warpgroup on a 64-row tile (ping-pong)."""
     import cutlass
     import cutlass.cute as cute
     import cutlass.utils.hopper_helpers as sm90
@@ -33,20 +34,24 @@ def _epilogue_facts(c_name: str, tile_n: int, coverage: bool) -> dict:
 
     c_dtype = getattr(cutlass, c_name)
     facts = {"mismatches": [], "rows": {}, "covered": set()}
+    pingpong = schedule == "pingpong"
+    tile_m = hgg.PINGPONG_TILE_M if pingpong else hgg.TILE_M
+    epi_tile = (tile_m, hgg.EPI_TILE[1])
+    threads = (0, 31, 64, 127) if pingpong else (0, 31, 64, 127, 128, 161, 255)
 
     @cute.jit
     def probe():
         k_major = cute.nvgpu.OperandMajorMode.K
         tiled_mma = sm90.make_trivial_tiled_mma(cutlass.BFloat16, cutlass.BFloat16, k_major, k_major,
-                                                cutlass.Float32, (2, 1, 1), tiler_mn=(64, tile_n))
+                                                cutlass.Float32, (1, 1, 1) if pingpong else (2, 1, 1),
+                                                tiler_mn=(64, tile_n))
         tiled_r2s = cute.make_tiled_copy_S(
             sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_dtype, cutlass.Float32),
             cute.make_tiled_copy_C_atom(
                 cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), c_dtype), tiled_mma),
         )
-        tile_coords = cute.make_identity_tensor((hgg.TILE_M, tile_n))
-        sub_coords = cute.make_identity_tensor((*hgg.EPI_TILE, 1))
-        threads = (0, 31, 64, 127, 128, 161, 255)
+        tile_coords = cute.make_identity_tensor((tile_m, tile_n))
+        sub_coords = cute.make_identity_tensor((*epi_tile, 1))
         for ti in cutlass.range_constexpr(len(threads)):
             t = threads[ti]
             acc = tiled_r2s.retile(tiled_mma.get_slice(t).partition_C(tile_coords))
@@ -55,10 +60,10 @@ def _epilogue_facts(c_name: str, tile_n: int, coverage: bool) -> dict:
             facts["rows"][t] = {acc[i][0] for i in range(cute.size(acc))}
             for s in cutlass.range_constexpr(tile_n // hgg.EPI_TILE[1]):
                 for v in cutlass.range_constexpr(n):
-                    want = (sub[v][0], sub[v][1] + hgg.EPI_TILE[1] * s)
+                    want = (sub[v][0], sub[v][1] + epi_tile[1] * s)
                     if cutlass.const_expr(tuple(acc[s * n + v]) != want):
                         facts["mismatches"].append((t, s, v))
-        for t in cutlass.range_constexpr(256 if coverage else 0):
+        for t in cutlass.range_constexpr((128 if pingpong else 256) if coverage else 0):
             sub = tiled_r2s.get_slice(t).partition_S(sub_coords)[(None, None, None, 0)]
             for v in cutlass.range_constexpr(cute.size(sub)):
                 facts["covered"].add((sub[v][0], sub[v][1]))
@@ -79,6 +84,20 @@ def test_epilogue_sub_tiles_and_warpgroup_rows(c_name, tile_n):
         assert len(facts["covered"]) == 128 * 32  # the 256 threads cover the 128 x 32 sub-tile
     for t, rows in facts["rows"].items():
         assert rows <= (set(range(64)) if t < 128 else set(range(64, 128))), (t, sorted(rows))
+
+
+@pytest.mark.parametrize("c_name", ["BFloat16", "Float32"])
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_pingpong_epilogue_sub_tiles_of_one_warpgroups_tile(c_name, tile_n):
+    """With ping-pong a warpgroup's 128 threads hold all 64 rows of their own tile, and the
+    same flat accumulator order feeds its 64 x 32 sub-tiles."""
+    coverage = (c_name, tile_n) == ("BFloat16", 256)
+    facts = _epilogue_facts(c_name, tile_n, coverage, schedule="pingpong")
+    assert not facts["mismatches"], facts["mismatches"][:5]
+    if coverage:
+        assert len(facts["covered"]) == 64 * 32
+    for t, rows in facts["rows"].items():
+        assert rows <= set(range(64)), (t, sorted(rows))
 
 
 @settings(max_examples=300, deadline=None)
@@ -177,6 +196,24 @@ def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448  # 227 KiB per CTA on sm_90
     assert gemm.smem_bytes + gemm.stage_bytes > 232448  # no room left for another stage
     assert (tile_n // hgg.EPI_TILE[1]) % gemm.epi_stages == 0  # sub-tile buffers are static
+
+
+@pytest.mark.parametrize("tile_n", [128, 256])
+def test_pingpong_shared_memory_and_configuration(tile_n):
+    """64-row tiles, a set of sub-tile buffers per warpgroup, stages to fill the rest; no pairs."""
+    import cutlass
+
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 128, 2048, 768, tile_n,
+                                                schedule="pingpong"))
+    assert gemm.tile_mnk == (64, tile_n, 64) and gemm.stage_consumer_warps == 4
+    assert gemm.epi_buffers == 2 * gemm.epi_stages and gemm.stage_bytes == (64 + tile_n) * 64 * 2
+    assert gemm.stages >= 4 and gemm.smem_bytes <= 232448 < gemm.smem_bytes + gemm.stage_bytes
+    with pytest.raises(ValueError, match="pairs are built for the cooperative schedule only"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, 2, schedule="pingpong")
+    with pytest.raises(ValueError, match="schedule 'zigzag' is not one of"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="zigzag")
 
 
 def test_shared_memory_keeps_four_stages_up_to_256_groups():

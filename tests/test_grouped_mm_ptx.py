@@ -35,6 +35,10 @@ def _groups(case):
     return MAX_GROUPS if case == "grouped_gemm_max_groups" else int(re.search(r"_g(\d+)", case).group(1))
 
 
+def _tile_m(case):
+    return 64 if _layout(case).get("schedule") == "pingpong" else 128
+
+
 def _tile_n(case):
     found = re.search(r"_t(\d+)_", case)
     return int(found.group(1)) if found else 256
@@ -104,7 +108,7 @@ def test_instruction_counts(compiled, case):
                for w in wgmmas), wgmmas[0][-40:]
     loads = _loads(entry)
     # one box per 64 contiguous elements: a K-major tile is one box, an MN-major one a box per 64 rows
-    boxes_a = 1 if layout["a_major"] == "k" else 128 // 64
+    boxes_a = 1 if layout["a_major"] == "k" else _tile_m(case) // 64
     boxes_b = 1 if layout["b_major"] == "k" else _tile_n(case) // 64
     assert len(loads) == boxes_a + boxes_b, loads
     three_d = boxes_b + (boxes_a if layout["ragged"] != "m" else 0)  # B has the group mode; so has A unless ragged M
@@ -129,6 +133,19 @@ def test_sass_has_no_spills_and_no_predicated_r2ur(compiled, case):
     assert not re.search(r"\b(?:LDL|STL)\b", sass)
     assert not re.search(r"@!?U?P\w+\s+R2UR\b", sass)
     assert len(re.findall(r"\bHGMMA\.", sass)) == 8
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_epilogue_barriers_span_the_warps_that_share_the_sub_tiles(compiled, case):
+    """Cooperative: both consumer warpgroups on named barrier 1 (256 threads). Ping-pong:
+    each warpgroup on a barrier of its own (1 or 2, in a register), 128 threads."""
+    entry = _entry(compiled, case)
+    named = [i for i in entry.instructions("bar.sync") if "," in i]
+    assert named and len(named) == 2 * (_tile_n(case) // 32)  # two per sub-tile store
+    if _layout(case).get("schedule") == "pingpong":
+        assert all(re.fullmatch(r"bar\.sync\s+%r\d+,\s*128;?", i) for i in named), named[:2]
+    else:
+        assert all(re.fullmatch(r"bar\.sync\s+1,\s*256;?", i) for i in named), named[:2]
 
 
 def test_sm100a_is_refused_because_wgmma_is_sm90a_only(tmp_path):

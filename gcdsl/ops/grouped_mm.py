@@ -165,13 +165,15 @@ def _grouped_mm_impl(a, b, offs, out_dtype):
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
-                    *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> torch.Tensor:
+                    *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
+                    schedule: str = "cooperative") -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
-    `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics; the tests
-    and the benchmark use them to run every variant.
+    `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics, and
+    `schedule` picks the consumers' ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
+    SCHEDULES); the tests and the benchmarks use them to run every variant.
     """
-    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m)
+    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -193,26 +195,27 @@ class _Launch:
     A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
     """
 
-    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m) -> None:
+    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule="cooperative") -> None:
         self.problem = problem = describe(a, b, offs, out_dtype)
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         sms = _sm_count(a.device.index)
+        tile_m = _tile_m(schedule)
         if problem.ragged == "m":
             tile_n = tile_n or pick_tile_n(problem.n, problem.total, problem.groups, sms)
         else:  # every group has the same M-tiles: count them as groups of one tile each
             tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
         with torch.cuda.device(a.device):  # compile and load in a's device context
-            plan = _plan_for(problem, a.dtype, a.device, tile_n)
+            plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
-                                  if problem.ragged == "m" else 1)
+                                  if problem.ragged == "m" and schedule == "cooperative" else 1)
         self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
-            bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m)
+            bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m, tile_m)
         else:
-            bound = _fixed_m_tiles(problem) * -(-problem.n // plan.tile_n)
+            bound = _fixed_m_tiles(problem, tile_m) * -(-problem.n // plan.tile_n)
         clusters = min(bound, plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
         # The ragged view of the output starts before it (hopper_grouped_gemm's docstring).
@@ -272,15 +275,15 @@ def _signature(t: Any) -> Tuple:
     return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
-def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None) -> _Launch:
+def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule="cooperative") -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
-        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m)
+        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule)
     except (AttributeError, TypeError):
         key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
-        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m)
+        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule)
         if len(_LAUNCHES) >= _MAX_LAUNCHES:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
@@ -311,21 +314,29 @@ def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:
     return 2 if m >= PAIR_ROWS_PER_GROUP * groups and pairs_fit(n, tile_n) else 1
 
 
-def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int) -> int:
+def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int, tile_m: Optional[int] = None) -> int:
     """The most cluster tiles any `offs` can make: each group of rows r takes ceil(r / T)
-    M-steps of T = 128 x cluster_m rows, at most (M + min(G, M) (T - 1)) / T in all."""
+    M-steps of T = tile_m (128) x cluster_m rows, at most (M + min(G, M) (T - 1)) / T in all."""
     from .hopper_grouped_gemm import TILE_M
 
-    step = TILE_M * cluster_m
+    step = (tile_m or TILE_M) * cluster_m
     return (m + min(groups, m) * (step - 1)) // step * -(-n // tile_n)
 
 
-def _fixed_m_tiles(problem: Problem) -> int:
+def _fixed_m_tiles(problem: Problem, tile_m: Optional[int] = None) -> int:
     """M-tiles of all groups when every group has the same M (ragged K, a batch)."""
     from .hopper_grouped_gemm import TILE_M
 
     rows = problem.m if problem.ragged == "k" else problem.total
-    return problem.groups * -(-rows // TILE_M)
+    return problem.groups * -(-rows // (tile_m or TILE_M))
+
+
+def _tile_m(schedule: str) -> int:
+    from .hopper_grouped_gemm import PINGPONG_TILE_M, SCHEDULES, TILE_M
+
+    if schedule not in SCHEDULES:
+        fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
+    return PINGPONG_TILE_M if schedule == "pingpong" else TILE_M
 
 
 @functools.lru_cache(maxsize=None)
@@ -349,7 +360,8 @@ class _Plan:
     the addresses and T at each call, and the kernel reads `offs` itself.
     """
 
-    def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int) -> None:
+    def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
+                 schedule: str = "cooperative") -> None:
         import cutlass
         import cutlass.cute as cute
 
@@ -360,9 +372,9 @@ class _Plan:
         ab, c = to_dsl[ab_dtype], to_dsl[problem.out_dtype]
         self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
-                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m)
+                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule)
         self.configs = {1: single}
-        if single.pairs_fit and problem.ragged == "m":
+        if single.pairs_fit and problem.ragged == "m" and schedule == "cooperative":
             self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
 
@@ -388,13 +400,14 @@ class _Plan:
 _PLANS: Dict[Tuple, _Plan] = {}
 
 
-def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int) -> _Plan:
+def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
+              schedule: str = "cooperative") -> _Plan:
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
-           problem.m, problem.n, problem.k, tile_n, device.index)
+           problem.m, problem.n, problem.k, tile_n, schedule, device.index)
     plan = _PLANS.get(key)
     if plan is None:
         _make_context_current(device.index)
-        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n)
+        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule)
     return plan
 
 

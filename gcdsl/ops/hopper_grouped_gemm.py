@@ -60,6 +60,12 @@ Roles (384 threads, three warpgroups)
     WGMMAs (it still waits for and releases every stage): a group of 64 rows
     costs half a tile of tensor-core time.
 
+Ping-pong (`GemmConfig.schedule="pingpong"`, not the default yet): tiles of 64 rows,
+and the consumer warpgroups take the CTA's tiles in turn (`consume_pingpong`), each
+waiting for and releasing only its own tiles' stages, storing through its own sub-tile
+buffers with its own named barrier, so that one warpgroup's epilogue runs while the
+other's WGMMAs do. No pairs.
+
 Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
 consecutive M-tiles of one group and the same B tile; each loads half of the B
 tile and multicasts it to both, halving B's traffic from L2. A group with an odd
@@ -92,6 +98,13 @@ TILE_M = 128
 TILE_K = 64
 TILE_NS = (128, 256)
 EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
+# How the two consumer warpgroups share the work (`GemmConfig.schedule`):
+#   "cooperative"  both on each 128-row tile, 64 rows each, and both on its epilogue;
+#   "pingpong"     each on every other 64-row tile of the CTA, so that one's epilogue
+#                  runs while the other's WGMMAs do (the tensor cores idle through
+#                  the epilogues otherwise). Its own sub-tile buffers and barrier each.
+SCHEDULES = ("cooperative", "pingpong")
+PINGPONG_TILE_M = 64
 
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
@@ -144,6 +157,11 @@ class GemmConfig:
     a_major: str = "k"
     b_major: str = "k"
     m: int = 0  # M when K is ragged (then M is fixed and K the runtime extent)
+    schedule: str = "cooperative"
+
+    @property
+    def tile_m(self) -> int:
+        return PINGPONG_TILE_M if self.schedule == "pingpong" else TILE_M
 
     def __post_init__(self) -> None:
         problems = []
@@ -161,6 +179,10 @@ class GemmConfig:
             problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
         elif self.cluster_m == 2 and self.ragged != "m":
             problems.append("pairs are built for ragged M only")
+        elif self.cluster_m == 2 and self.schedule != "cooperative":
+            problems.append("pairs are built for the cooperative schedule only")
+        if self.schedule not in SCHEDULES:
+            problems.append(f"schedule {self.schedule!r} is not one of {SCHEDULES}")
         if self.ragged not in RAGGED_MODES or self.a_major not in A_MAJORS or self.b_major not in B_MAJORS:
             problems.append(f"ragged {self.ragged!r}, A {self.a_major!r}-major, B {self.b_major!r}-major: "
                             f"expected one of {RAGGED_MODES}, {A_MAJORS}, {B_MAJORS}")
@@ -195,21 +217,31 @@ class HopperGroupedGemm:
         self.ab_dtype, self.c_dtype, self.acc_dtype = config.ab_dtype, config.c_dtype, cutlass.Float32
         self.groups, self.n, self.k, self.m = config.groups, config.n, config.k, config.m
         self.ragged = config.ragged
-        self.tile_mnk = (TILE_M, config.tile_n, TILE_K)
+        self.pingpong = config.schedule == "pingpong"
+        self.tile_m = config.tile_m
+        self.tile_mnk = (self.tile_m, config.tile_n, TILE_K)
+        self.epi_tile = (self.tile_m, EPI_TILE[1])
         self.cluster_m = config.cluster_m
         self.n_tiles = -(-config.n // config.tile_n)
         self.k_tiles = -(-config.k // TILE_K)  # per tile when K is fixed
-        self.m_tiles = -(-config.m // TILE_M)  # per group when M is fixed (ragged K)
+        self.m_tiles = -(-config.m // self.tile_m)  # per group when M is fixed (ragged K)
         self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
         self.lane_groups = groups_per_lane(self.table_groups)
-        # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32.
+        # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32
+        # (with ping-pong, as many of half the rows for each warpgroup).
         self.epi_stages = 4 if config.c_dtype.width == 16 else 2
-        self.epi_bytes = EPI_TILE[0] * EPI_TILE[1] * config.c_dtype.width // 8 * self.epi_stages
+        self.epi_buffers = self.epi_stages * (2 if self.pingpong else 1)
+        self.epi_bytes = self.epi_tile[0] * self.epi_tile[1] * config.c_dtype.width // 8 * self.epi_buffers
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
-        self.stage_bytes = (TILE_M + config.tile_n) * TILE_K * config.ab_dtype.width // 8
+        self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
         self.header_bytes = header_bytes(self.table_groups)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = min(MAX_STAGES, budget // self.stage_bytes)
+
+    @property
+    def stage_consumer_warps(self) -> int:
+        """Warps that read each stage and release it (the empty barrier's arrivals per CTA)."""
+        return CONSUMER_WARPS // 2 if self.pingpong else CONSUMER_WARPS
 
     @property
     def smem_bytes(self) -> int:
@@ -232,16 +264,17 @@ class HopperGroupedGemm:
         a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
 
-        # Two consumer warpgroups, each a 64 x tile_n WGMMA tile, stacked along M.
+        # Each consumer warpgroup a 64 x tile_n WGMMA tile: stacked along M in one tile
+        # (cooperative), or a tile each (ping-pong).
         a_layout = LayoutEnum.ROW_MAJOR if self.config.a_major == "k" else LayoutEnum.COL_MAJOR
         b_layout = LayoutEnum.ROW_MAJOR if self.config.b_major == "k" else LayoutEnum.COL_MAJOR
         tiled_mma = sm90.make_trivial_tiled_mma(
             self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n)
+            self.acc_dtype, (1, 1, 1) if self.pingpong else (2, 1, 1), tiler_mn=(64, tile_n)
         )
         a_smem = sm90.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
         b_smem = sm90.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, EPI_TILE, self.epi_stages)
+        c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_buffers)
 
         tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
             cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
@@ -251,7 +284,7 @@ class HopperGroupedGemm:
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
         )
         tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), EPI_TILE
+            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile
         )
 
         table = 32 * self.lane_groups
@@ -352,7 +385,7 @@ class HopperGroupedGemm:
             barrier_storage=storage.mainloop_barriers.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_WARPS * cluster_m),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.stage_consumer_warps * cluster_m),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, cluster_m, 1, 1)),
             defer_sync=True,
@@ -393,8 +426,12 @@ class HopperGroupedGemm:
                              total_tiles, cluster_idx, num_clusters, rank)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            self.consume(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end, total_tiles,
-                         cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
+            if cutlass.const_expr(self.pingpong):
+                self.consume_pingpong(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end,
+                                      total_tiles, cluster_idx, num_clusters, tidx, warp, warpgroup_idx)
+            else:
+                self.consume(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end, total_tiles,
+                             cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
 
     @cute.jit
     def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
@@ -471,21 +508,7 @@ class HopperGroupedGemm:
         acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
         acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
         k_blocks = cute.size(tCrA, mode=[2])
-
-        # accumulators -> output type -> shared memory (stmatrix for 16-bit outputs)
-        r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
-        tiled_r2s = cute.make_tiled_copy_S(
-            r2s_atom,
-            cute.make_tiled_copy_C_atom(
-                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
-            ),
-        )
-        thr_r2s = tiled_r2s.get_slice(consumer_tidx)
-        tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi stage)
-        tRS_acc = tiled_r2s.retile(acc)
-        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
-        sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
-        sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
+        tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -540,7 +563,7 @@ class HopperGroupedGemm:
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
                 self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
-                                group, start, rows, m_tile, n_tile, warp)
+                                group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0)
             tile += num_clusters
 
         if warp == FIRST_CONSUMER_WARP:
@@ -548,40 +571,147 @@ class HopperGroupedGemm:
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
+    def consume_pingpong(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
+                         total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
+                         tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
+                         cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32, tidx: cutlass.Int32,
+                         warp: cutlass.Int32, warpgroup_idx: cutlass.Int32):
+        """The two consumer warpgroups, a 64-row tile each in turn: the CTA's tiles 0, 2,
+        4, ... go to warpgroup 1 and 1, 3, 5, ... to warpgroup 2. Each waits for and
+        releases only its own tiles' stages, and steps its pipeline states over the
+        other's; each stores its own tiles through its own sub-tile buffers, barrier and
+        storing warp, while the other's WGMMAs run."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        turn_of = warpgroup_idx - 1  # this warpgroup's tiles: those with turn == turn_of
+        consumer_tidx = tidx - 128 * warpgroup_idx
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
+        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        k_blocks = cute.size(tCrA, mode=[2])
+        tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1 + turn_of, num_threads=128)
+        store_warp = FIRST_CONSUMER_WARP + 4 * turn_of
+        first_buffer = turn_of * self.epi_stages
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        tile = cluster_idx
+        turn = cutlass.Int32(0)
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_tile, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            rows_here = rows - m_tile * tile_m
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "k"):
+                k_tiles = (length + tile_k - 1) // tile_k
+            if turn == turn_of:
+                if cutlass.const_expr(self.ragged == "k"):
+                    # A group without K stores zeros (see `consume`).
+                    acc.fill(0.0)
+                    rows_here = rows_here * cutlass.min(k_tiles, 1)
+                if rows_here > 0:
+                    acc.fill(0.0)
+                    warpgroup.fence()
+                    mainloop.consumer_wait(read)
+                    for kb in cutlass.range_constexpr(k_blocks):
+                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                                  tCrB[(None, None, kb, read.index)], acc)
+                    warpgroup.commit_group()
+                    read.advance()
+                    for k in cutlass.range(1, k_tiles, unroll=1):
+                        mainloop.consumer_wait(read)
+                        for kb in cutlass.range_constexpr(k_blocks):
+                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                                      tCrB[(None, None, kb, read.index)], acc)
+                        warpgroup.commit_group()
+                        warpgroup.wait_group(1)
+                        mainloop.consumer_release(release)
+                        release.advance()
+                        read.advance()
+                    warpgroup.wait_group(0)
+                    mainloop.consumer_release(release)
+                    release.advance()
+                else:
+                    for k in cutlass.range(k_tiles, unroll=1):
+                        mainloop.consumer_wait(read)
+                        mainloop.consumer_release(release)
+                        release.advance()
+                        read.advance()
+                if rows > m_tile * tile_m:
+                    self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, group,
+                                    start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp, first_buffer)
+            else:
+                for k in cutlass.range(k_tiles, unroll=1):  # the other warpgroup's stages
+                    read.advance()
+                    release.advance()
+            tile += num_clusters
+            turn = 1 - turn
+
+        if warp == store_warp:
+            with cute.arch.elect_one():
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def epilogue_partitions(self, tiled_mma: cute.TiledMma, sC: cute.Tensor, acc: cute.Tensor,
+                            consumer_tidx: cutlass.Int32) -> Tuple:
+        """Accumulators -> output type -> shared memory (stmatrix for 16-bit outputs): the
+        copy, its shared-memory and accumulator views, and one sub-tile's registers."""
+        r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
+        tiled_r2s = cute.make_tiled_copy_S(
+            r2s_atom,
+            cute.make_tiled_copy_C_atom(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
+            ),
+        )
+        thr_r2s = tiled_r2s.get_slice(consumer_tidx)
+        tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi buffer)
+        tRS_acc = tiled_r2s.retile(acc)
+        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+        sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
+        sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
+        return tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out
+
+    @cute.jit
     def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
                    tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
                    group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
-                   n_tile: cutlass.Int32, warp: cutlass.Int32):
-        """The epilogue of one tile: sub-tiles of 128 x 32 through shared memory, one TMA store each."""
+                   n_tile: cutlass.Int32, warp: cutlass.Int32, epilogue_barrier: pipeline.NamedBarrier,
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32):
+        """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
+        store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
+        the stores, and `epilogue_barrier` spans the warps that share them."""
         tile_m, tile_n, _ = self.tile_mnk
         sub_size = cute.size(sub_acc)
-        sub_tiles = tile_n // EPI_TILE[1]
+        sub_tiles = tile_n // self.epi_tile[1]
         if cutlass.const_expr(self.ragged == "m"):
             # The group's rows through the ragged descriptor: row coordinate
             # total - rows + r, third coordinate start + rows; rows r >= rows clip.
             mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
         else:
             mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
-        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), EPI_TILE)
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), self.epi_tile)
         bSG_sC, bSG_gC = cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
         )
         for sub in cutlass.range_constexpr(sub_tiles):
-            buffer = sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
+            buffer = first_buffer + sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
             for v in cutlass.range_constexpr(sub_size):
                 sub_acc[v] = tRS_acc[sub * sub_size + v]
             sub_out.store(sub_acc.load().to(self.c_dtype))
             cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
-            # make the generic-proxy smem writes visible to TMA, then to warp 4
+            # make the generic-proxy smem writes visible to TMA, then to the storing warp
             cute.arch.fence_proxy("async.shared", space="cta")
-            EPILOGUE_BARRIER.arrive_and_wait()
-            if warp == FIRST_CONSUMER_WARP:
+            epilogue_barrier.arrive_and_wait()
+            if warp == store_warp:
                 with cute.arch.elect_one():
                     cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
                     cute.arch.cp_async_bulk_commit_group()
                     # the store issued epi_stages sub-tiles ago has read its buffer
                     cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
-            EPILOGUE_BARRIER.arrive_and_wait()  # nobody refills a buffer still being read
+            epilogue_barrier.arrive_and_wait()  # nobody refills a buffer still being read
 
     @cute.jit
     def build_schedule(self, offs: cute.Tensor, total: cutlass.Int32, tile_end: cute.Tensor,
@@ -609,7 +739,7 @@ class HopperGroupedGemm:
         before = cute.arch.shuffle_sync_up(run, 1)
         if lane == 0:
             before = cutlass.Int32(0)
-        rows_per_step = TILE_M * self.cluster_m
+        rows_per_step = self.tile_m * self.cluster_m
         previous = cutlass.min(before, total)
         lane_tiles = cutlass.Int32(0)
         for j in cutlass.range_constexpr(c):
@@ -642,7 +772,7 @@ class HopperGroupedGemm:
         With ragged M the search walks forward from `group`, stepping over groups of
         0 rows (they end where they start); every other group has the same tiles.
         """
-        tile_m = TILE_M
+        tile_m = self.tile_m
         if cutlass.const_expr(self.ragged == "batch"):
             # N-tile fastest, then the group, then the M-tile: the CTAs at work together
             # share A's row panel, and every divisor is a compile-time constant (a runtime

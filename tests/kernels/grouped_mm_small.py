@@ -5,8 +5,8 @@
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
-with a partial tile), N and K not multiples of the tile; single CTAs and pairs,
-both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm` on the same
+with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
+ping-pong consumers, both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm` on the same
 groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch). Exits 1 if
 a result is wrong.
 """
@@ -28,15 +28,16 @@ def main() -> int:
         ref = torch.cat([a[s:e].float() @ b[g].float()
                          for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
         for out_dtype in (torch.bfloat16, torch.float32):
-            for cluster_m in (1, 2):
+            for cluster_m, schedule in ((1, "cooperative"), (2, "cooperative"), (1, "pingpong")):
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
-                grouped_mm_into(a, b, ends.cuda(), out, tile_n=pick_tile_n(n), cluster_m=cluster_m)
+                grouped_mm_into(a, b, ends.cuda(), out, tile_n=pick_tile_n(n), cluster_m=cluster_m,
+                                schedule=schedule)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
                 good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
                 ok &= good
-                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m}: rel err {err:.1e} "
+                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule}: rel err {err:.1e} "
                       f"{'PASS' if good else 'FAIL'}", flush=True)
     return 0 if ok and other_cases(rows) else 1
 
@@ -66,6 +67,16 @@ def other_cases(rows) -> bool:
         "3D x 3D": (rand(groups, m, k), rand(groups, n, k).transpose(-2, -1), None, lambda out: out),
     }
     ok = True
+    # ping-pong with more tiles than CTAs: both consumer warpgroups take turns
+    many = torch.tensor([700, 0, 600]).cumsum(0).to(torch.int32).cuda()
+    x, w = rand(1304, 520), rand(3, 520, 1032)
+    out = torch.full((1304, 1032), float("nan"), device="cuda", dtype=torch.bfloat16)
+    grouped_mm_into(x, w, many, out, tile_n=128, schedule="pingpong")
+    ref = torch.cat([x[:700].float() @ w[0].float(), x[700:1300].float() @ w[2].float()])
+    err = ((out[:1300].float() - ref).abs().max() / ref.abs().max()).item()
+    good = err <= 1e-2 and bool(torch.isnan(out[1300:]).all())
+    ok &= good
+    print(f"ping-pong, both warpgroups: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
     for name, (x, y, offs, owned) in cases.items():
         out = owned(gcdsl.ops.grouped_mm(x, y, offs).float())
         ref = x.float() @ y.float() if offs is None else grouped(x, y)
