@@ -507,7 +507,6 @@ class HopperGroupedGemm:
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
         acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        k_blocks = cute.size(tCrA, mode=[2])
         tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -527,38 +526,7 @@ class HopperGroupedGemm:
                 # token reached): accumulators cleared, no k-tile to wait for.
                 acc.fill(0.0)
                 rows_here = rows_here * cutlass.min(k_tiles, 1)
-            if rows_here > 0:
-                acc.fill(0.0)
-                warpgroup.fence()
-                # k-tile 0: issue its WGMMAs, keep them in flight
-                mainloop.consumer_wait(read)
-                for kb in cutlass.range_constexpr(k_blocks):
-                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
-                              tCrB[(None, None, kb, read.index)], acc)
-                warpgroup.commit_group()
-                read.advance()
-                for k in cutlass.range(1, k_tiles, unroll=1):
-                    mainloop.consumer_wait(read)
-                    for kb in cutlass.range_constexpr(k_blocks):
-                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
-                                  tCrB[(None, None, kb, read.index)], acc)
-                    warpgroup.commit_group()
-                    # k-tile k-1's WGMMAs are done reading their stage: release it
-                    warpgroup.wait_group(1)
-                    mainloop.consumer_release(release)
-                    release.advance()
-                    read.advance()
-                warpgroup.wait_group(0)
-                mainloop.consumer_release(release)
-                release.advance()
-            else:
-                # every row of this half lies past the group's end: the store
-                # clips them, so only keep the pipeline moving
-                for k in cutlass.range(k_tiles, unroll=1):
-                    mainloop.consumer_wait(read)
-                    mainloop.consumer_release(release)
-                    release.advance()
-                    read.advance()
+            read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
@@ -589,7 +557,6 @@ class HopperGroupedGemm:
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
         acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        k_blocks = cute.size(tCrA, mode=[2])
         tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=1 + turn_of, num_threads=128)
         store_warp = FIRST_CONSUMER_WARP + 4 * turn_of
@@ -612,34 +579,8 @@ class HopperGroupedGemm:
                     # A group without K stores zeros (see `consume`).
                     acc.fill(0.0)
                     rows_here = rows_here * cutlass.min(k_tiles, 1)
-                if rows_here > 0:
-                    acc.fill(0.0)
-                    warpgroup.fence()
-                    mainloop.consumer_wait(read)
-                    for kb in cutlass.range_constexpr(k_blocks):
-                        cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
-                                  tCrB[(None, None, kb, read.index)], acc)
-                    warpgroup.commit_group()
-                    read.advance()
-                    for k in cutlass.range(1, k_tiles, unroll=1):
-                        mainloop.consumer_wait(read)
-                        for kb in cutlass.range_constexpr(k_blocks):
-                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
-                                      tCrB[(None, None, kb, read.index)], acc)
-                        warpgroup.commit_group()
-                        warpgroup.wait_group(1)
-                        mainloop.consumer_release(release)
-                        release.advance()
-                        read.advance()
-                    warpgroup.wait_group(0)
-                    mainloop.consumer_release(release)
-                    release.advance()
-                else:
-                    for k in cutlass.range(k_tiles, unroll=1):
-                        mainloop.consumer_wait(read)
-                        mainloop.consumer_release(release)
-                        release.advance()
-                        read.advance()
+                read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
+                                              rows_here)
                 if rows > m_tile * tile_m:
                     self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, group,
                                     start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp, first_buffer)
@@ -653,6 +594,46 @@ class HopperGroupedGemm:
         if warp == store_warp:
             with cute.arch.elect_one():
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def mma_tile(self, mainloop, tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrA: cute.Tensor, tCrB: cute.Tensor,
+                 read, release, k_tiles: cutlass.Int32, rows_here: cutlass.Int32) -> Tuple:
+        """One tile's k-tiles for a consumer warpgroup: its WGMMAs into `acc`, each stage
+        released once its WGMMAs have read it. With no rows here (past the group's end,
+        or a group without K) no WGMMA runs, and the stages are only waited for and
+        released, to keep the pipeline moving. Returns the pipeline states, advanced."""
+        k_blocks = cute.size(tCrA, mode=[2])
+        if rows_here > 0:
+            acc.fill(0.0)
+            warpgroup.fence()
+            # k-tile 0: issue its WGMMAs, keep them in flight
+            mainloop.consumer_wait(read)
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                          tCrB[(None, None, kb, read.index)], acc)
+            warpgroup.commit_group()
+            read.advance()
+            for k in cutlass.range(1, k_tiles, unroll=1):
+                mainloop.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                              tCrB[(None, None, kb, read.index)], acc)
+                warpgroup.commit_group()
+                # k-tile k-1's WGMMAs are done reading their stage: release it
+                warpgroup.wait_group(1)
+                mainloop.consumer_release(release)
+                release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
+            mainloop.consumer_release(release)
+            release.advance()
+        else:
+            for k in cutlass.range(k_tiles, unroll=1):
+                mainloop.consumer_wait(read)
+                mainloop.consumer_release(release)
+                release.advance()
+                read.advance()
+        return read, release
 
     @cute.jit
     def epilogue_partitions(self, tiled_mma: cute.TiledMma, sC: cute.Tensor, acc: cute.Tensor,
