@@ -502,12 +502,8 @@ class HopperGroupedGemm:
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
         half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
-        thr_mma = tiled_mma.get_slice(consumer_tidx)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
-        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out) = self.consumer_views(
+            tiled_mma, sA, sB, sC, consumer_tidx)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -552,12 +548,8 @@ class HopperGroupedGemm:
         tile_m, tile_n, tile_k = self.tile_mnk
         turn_of = warpgroup_idx - 1  # this warpgroup's tiles: those with turn == turn_of
         consumer_tidx = tidx - 128 * warpgroup_idx
-        thr_mma = tiled_mma.get_slice(consumer_tidx)
-        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))  # smem descriptors
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
-        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
-        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
-        tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out = self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out) = self.consumer_views(
+            tiled_mma, sA, sB, sC, consumer_tidx)
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=1 + turn_of, num_threads=128)
         store_warp = FIRST_CONSUMER_WARP + 4 * turn_of
         first_buffer = turn_of * self.epi_stages
@@ -634,6 +626,19 @@ class HopperGroupedGemm:
                 release.advance()
                 read.advance()
         return read, release
+
+    @cute.jit
+    def consumer_views(self, tiled_mma: cute.TiledMma, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
+                       consumer_tidx: cutlass.Int32) -> Tuple:
+        """A consumer thread's WGMMA operands (shared-memory descriptors), its accumulators
+        and its epilogue views (`epilogue_partitions`)."""
+        tile_m, tile_n, _ = self.tile_mnk
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
+        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        return tCrA, tCrB, acc, self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)
 
     @cute.jit
     def epilogue_partitions(self, tiled_mma: cute.TiledMma, sC: cute.Tensor, acc: cute.Tensor,
