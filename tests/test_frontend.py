@@ -127,3 +127,20 @@ def test_frontend_imports_no_cutlass():
     code = "import sys, gcdsl.frontend; assert not [m for m in sys.modules if m.startswith('cutlass')]"
     subprocess.run([sys.executable, "-c", code], check=True,
                    cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_statements_pair_by_their_path_in_the_tree():
+    """The line map pairs each desugared statement with the parsed one at the same path,
+    not by the order of a walk."""
+    from gcdsl.frontend.dump import _statements_by_path
+
+    tree = ast.parse("def k(a):\n    if a:\n        x = 1\n    else:\n        for i in a:\n            y = i\n    return 2\n")
+    paths = {path: type(node).__name__ for path, node in _statements_by_path(tree).items()}
+    assert paths == {
+        ("body", 0): "FunctionDef",
+        ("body", 0, "body", 0): "If",
+        ("body", 0, "body", 0, "body", 0): "Assign",
+        ("body", 0, "body", 0, "orelse", 0): "For",
+        ("body", 0, "body", 0, "orelse", 0, "body", 0): "Assign",
+        ("body", 0, "body", 1): "Return",
+    }

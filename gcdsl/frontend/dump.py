@@ -24,22 +24,44 @@ def render(desugared: Desugared) -> str:
     return render_with_line_map(desugared)[0]
 
 
+def _statements_by_path(tree: ast.AST) -> Dict[Tuple, ast.stmt]:
+    """Every statement of `tree` by its path from the root: the field names and list
+    indices that reach it (`("body", 0, "body", 3, "orelse", 1)`)."""
+    found: Dict[Tuple, ast.stmt] = {}
+
+    def visit(node: ast.AST, path: Tuple) -> None:
+        if isinstance(node, ast.stmt):
+            found[path] = node
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, ast.AST):
+                visit(value, path + (name,))
+            elif isinstance(value, list):
+                for i, item in enumerate(value):
+                    if isinstance(item, ast.AST):
+                        visit(item, path + (name, i))
+
+    visit(tree, ())
+    return found
+
+
 def render_with_line_map(desugared: Desugared) -> Tuple[str, Dict[int, int]]:
     """The desugared text, and for each of its lines that starts a statement the user's line.
 
-    Statements are found in the text by parsing it again: `ast.unparse` round-trips,
-    so the two trees walk in the same order.
+    Statements are found in the text by parsing it again and pairing each statement of
+    the desugared tree with the one at the same path in the parsed tree (`ast.unparse`
+    round-trips, so every path leads to a statement of the same kind in both).
     """
     lines = ast.unparse(desugared.module).split("\n")
-    ours = [n for n in ast.walk(desugared.module) if isinstance(n, ast.stmt)]
-    rendered = [n for n in ast.walk(ast.parse("\n".join(lines))) if isinstance(n, ast.stmt)]
-    if [type(n) for n in ours] != [type(n) for n in rendered]:  # the pairing below rests on this
+    ours = _statements_by_path(desugared.module)
+    rendered = _statements_by_path(ast.parse("\n".join(lines)))
+    if {p: type(n) for p, n in ours.items()} != {p: type(n) for p, n in rendered.items()}:
         raise TypeError("gcdsl internal error: the desugared text does not parse back into the "
                         "statements it was rendered from")
     starts: Dict[int, int] = {}          # index in `lines` -> the user's line
     comment_before: Dict[int, str] = {}  # index in `lines` -> origin, on a line of its own
     comment_after: Dict[int, str] = {}   # index in `lines` -> origin, at the end of the line
-    for node, shown in zip(ours, rendered):
+    for path, node in ours.items():
+        shown = rendered[path]
         first = min([shown.lineno] + [d.lineno for d in getattr(shown, "decorator_list", [])]) - 1
         starts.setdefault(first, node.lineno)
         origin = desugared.origins.get(id(node))
