@@ -15,9 +15,12 @@ def machine_line(machine: Optional[Dict[str, Any]]) -> str:
     torch = machine.get("torch") or "-"
     if machine.get("torch_cuda") and "+" not in torch:
         torch += f" (CUDA {machine['torch_cuda']})"
+    gpu = (f"{machine['gpu']} ({machine.get('sm_count', '?')} SMs)" if machine.get("gpu") else
+           f"no GPU (compiled for {machine.get('cute_dsl_arch_env') or 'the default target'})")
     parts = [
-        f"{machine.get('gpu', 'no GPU')} ({machine.get('sm_count', '?')} SMs)",
-        f"driver {machine.get('driver', '?')} (CUDA {machine.get('driver_cuda_version', '?')})",
+        gpu,
+        *([f"driver {machine.get('driver', '?')} (CUDA {machine.get('driver_cuda_version', '?')})"]
+          if machine.get("gpu") else []),
         f"nvidia-cutlass-dsl {machine.get('nvidia_cutlass_dsl')}",
         f"torch {torch}",
         f"Python {machine.get('python')}",
