@@ -150,7 +150,7 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     launches = []
 
     class StubPlan:
-        groups, tile_n, pairs_fit = 4, 256, True
+        groups, tile_m, tile_n, pairs_fit = 4, 128, 256, True
         kernels = {1: lambda *args: launches.append(args), 2: lambda *args: launches.append(args)}
         max_clusters = {1: 132, 2: 66}
 

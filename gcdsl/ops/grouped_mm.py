@@ -173,6 +173,10 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     `schedule` picks the consumers' ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
     SCHEDULES); the tests and the benchmarks use them to run every variant.
     """
+    from .hopper_grouped_gemm import SCHEDULES
+
+    if schedule not in SCHEDULES:
+        fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
     launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
@@ -202,7 +206,6 @@ class _Launch:
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         sms = _sm_count(a.device.index)
-        tile_m = _tile_m(schedule)
         if problem.ragged == "m":
             tile_n = tile_n or pick_tile_n(problem.n, problem.total, problem.groups, sms)
         else:  # every group has the same M-tiles: count them as groups of one tile each
@@ -213,9 +216,9 @@ class _Launch:
                                   if problem.ragged == "m" and schedule == "cooperative" else 1)
         self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
-            bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m, tile_m)
+            bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m, plan.tile_m)
         else:
-            bound = _fixed_m_tiles(problem, tile_m) * -(-problem.n // plan.tile_n)
+            bound = _fixed_m_tiles(problem, plan.tile_m) * -(-problem.n // plan.tile_n)
         clusters = min(bound, plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
         # The ragged view of the output starts before it (hopper_grouped_gemm's docstring).
@@ -331,14 +334,6 @@ def _fixed_m_tiles(problem: Problem, tile_m: Optional[int] = None) -> int:
     return problem.groups * -(-rows // (tile_m or TILE_M))
 
 
-def _tile_m(schedule: str) -> int:
-    from .hopper_grouped_gemm import PINGPONG_TILE_M, SCHEDULES, TILE_M
-
-    if schedule not in SCHEDULES:
-        fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
-    return PINGPONG_TILE_M if schedule == "pingpong" else TILE_M
-
-
 @functools.lru_cache(maxsize=None)
 def _sm_count(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
@@ -374,6 +369,7 @@ class _Plan:
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule)
         self.configs = {1: single}
+        self.tile_m = single.tile_m  # the schedule's
         if single.pairs_fit and problem.ragged == "m" and schedule == "cooperative":
             self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
