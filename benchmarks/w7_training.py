@@ -14,8 +14,8 @@ Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8) and DeepSeek-
 Variants: `gcdsl.ops.grouped_mm`, `torch._grouped_mm`, and quack-kernels' `gemm` with
 `cu_seqlens_m` (the 2D x 3D cases) or `cu_seqlens_k` (the weight gradient), its default
 configuration (`tuned=False`; skipped where `quack` is not importable); and gcdsl's
-kernel with the ping-pong consumer schedule (`pingpong`: `grouped_mm_into(...,
-schedule="pingpong")`), beside its default.
+kernel held to its cooperative consumer schedule (`cooperative`: `grouped_mm_into(...,
+schedule="cooperative")`), to show what the default's choice of schedule gains.
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -52,7 +52,7 @@ from benchmarks.moe_layer import SHAPES, MoEWeights, moe_forward, route  # noqa:
 
 TRAINING_SHAPES = ("qwen3-30b-a3b", "deepseek-v3-ep8")
 TOKENS = (4096, 16384)
-VARIANTS = ("torch", "gcdsl", "quack", "pingpong")  # pingpong: gcdsl with the ping-pong consumer schedule
+VARIANTS = ("torch", "gcdsl", "quack", "cooperative")  # cooperative: gcdsl held to its cooperative schedule
 CASES = ("w13 forward", "w13 input grad", "w13 weight grad", "w2 forward", "w2 input grad", "w2 weight grad")
 TOLERANCE = 1e-2
 STEP_TOLERANCE = 2e-2
@@ -77,11 +77,11 @@ def grouped(variant: str, a, b, offs):
         import gcdsl.ops
 
         return gcdsl.ops.grouped_mm(a, b, offs)
-    if variant == "pingpong":
+    if variant == "cooperative":
         from gcdsl.ops.grouped_cases import describe
         from gcdsl.ops.grouped_mm import grouped_mm_into
 
-        return grouped_mm_into(a, b, offs, describe(a, b, offs, None).make_output(a.device), schedule="pingpong")
+        return grouped_mm_into(a, b, offs, describe(a, b, offs, None).make_output(a.device), schedule="cooperative")
     from quack.gemm_interface import gemm
 
     cu_seqlens = torch.nn.functional.pad(offs, (1, 0))
@@ -302,8 +302,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
     shapes = args.shapes.split(",") if args.shapes else list(TRAINING_SHAPES)
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else list(TOKENS)
     variants = [v for v in VARIANTS if v != "quack" or quack_available()]
-    if args.no_pingpong:
-        variants.remove("pingpong")
+    if args.no_cooperative:
+        variants.remove("cooperative")
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
                             "quack": "gemm(cu_seqlens_m= or cu_seqlens_k=..., tuned=False)"})
@@ -340,7 +340,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=3, help="training steps per timed batch")
     p.add_argument("--no-step", action="store_true", help="time the GEMMs only")
-    p.add_argument("--no-pingpong", action="store_true", help="leave out gcdsl's ping-pong schedule")
+    p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -242,11 +242,11 @@ def test_cases_operands_right_after_unmapped_memory(case, la, lb, after_unmapped
     check(out, a, b, ends)
 
 
-@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("tile_n", [128, 192])
 @pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col"),
                                           ("2d2d", "col", "row"), ("3d3d", "row", "col"), ("3d3d", "col", "row")])
 def test_cases_pingpong_schedule(case, la, lb, tile_n):
-    """The ping-pong consumers (a 64-row tile each, in turn) on every case: the edge rows of
+    """The ping-pong consumers (a 128-row tile each, in turn) on every case: the edge rows of
     ROWS, and shapes of many tiles a CTA, so that both warpgroups take turns."""
     a, b, ends = problem(case, la, lb)
     out = run(a, b, ends, tile_n=tile_n, schedule="pingpong")

@@ -9,6 +9,7 @@
 """
 import importlib
 import inspect
+import types
 import warnings
 
 import pytest
@@ -24,7 +25,8 @@ torch = pytest.importorskip("torch")
 
 def _epilogue_facts(c_name: str, tile_n: int, coverage: bool, schedule: str = "cooperative") -> dict:
     """Trace-time facts about the consumer's MMA and epilogue partitions: the two warpgroups
-    on one 128-row tile (cooperative), or one warpgroup on a 64-row tile (ping-pong)."""
+    on one 128-row tile (cooperative), or one warpgroup on a 128-row tile (ping-pong), and
+    whether the kernel's `sub_tile_accumulators` (read off thread 0) holds for each thread."""
     import cutlass
     import cutlass.cute as cute
     import cutlass.utils.hopper_helpers as sm90
@@ -36,6 +38,7 @@ def _epilogue_facts(c_name: str, tile_n: int, coverage: bool, schedule: str = "c
     facts = {"mismatches": [], "rows": {}, "covered": set()}
     pingpong = schedule == "pingpong"
     tile_m = hgg.PINGPONG_TILE_M if pingpong else hgg.TILE_M
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, c_dtype, 8, 1024, 512, tile_n, schedule=schedule))
     epi_tile = (tile_m, hgg.EPI_TILE[1])
     threads = (0, 31, 64, 127) if pingpong else (0, 31, 64, 127, 128, 161, 255)
 
@@ -52,6 +55,7 @@ def _epilogue_facts(c_name: str, tile_n: int, coverage: bool, schedule: str = "c
         )
         tile_coords = cute.make_identity_tensor((tile_m, tile_n))
         sub_coords = cute.make_identity_tensor((*epi_tile, 1))
+        order = gemm.sub_tile_accumulators(tiled_mma, tiled_r2s)
         for ti in cutlass.range_constexpr(len(threads)):
             t = threads[ti]
             acc = tiled_r2s.retile(tiled_mma.get_slice(t).partition_C(tile_coords))
@@ -61,7 +65,7 @@ def _epilogue_facts(c_name: str, tile_n: int, coverage: bool, schedule: str = "c
             for s in cutlass.range_constexpr(tile_n // hgg.EPI_TILE[1]):
                 for v in cutlass.range_constexpr(n):
                     want = (sub[v][0], sub[v][1] + epi_tile[1] * s)
-                    if cutlass.const_expr(tuple(acc[s * n + v]) != want):
+                    if cutlass.const_expr(tuple(acc[order[s][v]]) != want):
                         facts["mismatches"].append((t, s, v))
         for t in cutlass.range_constexpr((128 if pingpong else 256) if coverage else 0):
             sub = tiled_r2s.get_slice(t).partition_S(sub_coords)[(None, None, None, 0)]
@@ -87,17 +91,17 @@ def test_epilogue_sub_tiles_and_warpgroup_rows(c_name, tile_n):
 
 
 @pytest.mark.parametrize("c_name", ["BFloat16", "Float32"])
-@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("tile_n", [128, 192])
 def test_pingpong_epilogue_sub_tiles_of_one_warpgroups_tile(c_name, tile_n):
-    """With ping-pong a warpgroup's 128 threads hold all 64 rows of their own tile, and the
-    same flat accumulator order feeds its 64 x 32 sub-tiles."""
-    coverage = (c_name, tile_n) == ("BFloat16", 256)
+    """With ping-pong a warpgroup's 128 threads hold all 128 rows of their own tile, and the
+    same flat accumulator order feeds its 128 x 32 sub-tiles."""
+    coverage = (c_name, tile_n) == ("BFloat16", 192)
     facts = _epilogue_facts(c_name, tile_n, coverage, schedule="pingpong")
     assert not facts["mismatches"], facts["mismatches"][:5]
     if coverage:
-        assert len(facts["covered"]) == 64 * 32
+        assert len(facts["covered"]) == 128 * 32
     for t, rows in facts["rows"].items():
-        assert rows <= set(range(64)), (t, sorted(rows))
+        assert rows == set(range(t % 32 // 4 + 16 * (t // 32), 128, 64)) | set(range(t % 32 // 4 + 8 + 16 * (t // 32), 128, 64)), (t, sorted(rows))
 
 
 @settings(max_examples=300, deadline=None)
@@ -183,6 +187,24 @@ def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
     assert gm.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and gm.pick_tile_n(2048, m=9, groups=128) == 256
 
 
+def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
+    """Ping-pong where it measured faster (ragged M, N <= PINGPONG_MAX_N, a full tile of rows
+    a group on average); cooperative for wide N, decode, the other cases, and whenever the
+    caller asks for a tile or pairs only the cooperative schedule has."""
+    def problem(m, n, groups=128, offs=True):  # the fields of `Problem` the choice reads
+        return types.SimpleNamespace(ragged="m" if offs else "batch", total=m, n=n, groups=groups)
+
+    qwen3_w13, qwen3_w2_dx = problem(32768, 1536), problem(32768, 768)
+    assert gm.pick_schedule(qwen3_w13) == gm.pick_schedule(qwen3_w2_dx) == "pingpong"
+    assert gm.pick_schedule(problem(32768, 2048)) == "cooperative"  # past PINGPONG_MAX_N
+    assert gm.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
+    assert gm.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
+    assert gm.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
+    assert gm.pick_schedule(qwen3_w13, tile_n=256) == gm.pick_schedule(qwen3_w13, cluster_m=2) == "cooperative"
+    assert gm.pick_schedule(problem(512, 2048), tile_n=192) == "pingpong"  # only ping-pong has 192
+    assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
+
+
 @pytest.mark.parametrize("tile_n", [128, 256])
 @pytest.mark.parametrize("c_name", ["BFloat16", "Float32"])
 def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
@@ -198,20 +220,22 @@ def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
     assert (tile_n // hgg.EPI_TILE[1]) % gemm.epi_stages == 0  # sub-tile buffers are static
 
 
-@pytest.mark.parametrize("tile_n", [128, 256])
+@pytest.mark.parametrize("tile_n", [128, 192])
 def test_pingpong_shared_memory_and_configuration(tile_n):
-    """64-row tiles, a set of sub-tile buffers per warpgroup, stages to fill the rest; no pairs."""
+    """128-row tiles, a set of sub-tile buffers per warpgroup, stages to fill the rest; no pairs."""
     import cutlass
 
     from gcdsl.ops import hopper_grouped_gemm as hgg
 
     gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 128, 2048, 768, tile_n,
                                                 schedule="pingpong"))
-    assert gemm.tile_mnk == (64, tile_n, 64) and gemm.stage_consumer_warps == 4
-    assert gemm.epi_buffers == 2 * gemm.epi_stages and gemm.stage_bytes == (64 + tile_n) * 64 * 2
+    assert gemm.tile_mnk == (128, tile_n, 64) and gemm.stage_consumer_warps == 4
+    assert gemm.epi_buffers == 2 * gemm.epi_stages == 4 and gemm.stage_bytes == (128 + tile_n) * 64 * 2
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448 < gemm.smem_bytes + gemm.stage_bytes
     with pytest.raises(ValueError, match="pairs are built for the cooperative schedule only"):
-        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, 2, schedule="pingpong")
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4608, 7168, 192, 2, schedule="pingpong")
+    with pytest.raises(ValueError, match=r"tile_n = 256 is not one of \(128, 192\) \(pingpong schedule\)"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="pingpong")
     with pytest.raises(ValueError, match="schedule 'zigzag' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="zigzag")
 

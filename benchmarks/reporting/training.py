@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .fmt import Results, f0, f1, listing, md_table, ok, ratio, span, verdict
 
-VARIANTS = ("torch", "gcdsl", "quack", "pingpong")  # pingpong: gcdsl's ping-pong schedule, beside its default
+VARIANTS = ("torch", "gcdsl", "quack", "cooperative")  # cooperative: gcdsl held to its cooperative schedule
 PEERS = ("torch", "quack")
 STEP = "training step"
 STEP_AIM = 1.15  # the training step's aim against torch (its target is 1.00x)
@@ -71,7 +71,7 @@ def region_w7(results: Results) -> Optional[str]:
                 x = ratios(results, p).get((s, t, case))
                 cells.append(ratio(x) if x else "-")
             table.append(cells)
-    lines += [md_table(["shape", "tokens", "case", "torch", "gcdsl", "quack", "gcdsl ping-pong", "torch / gcdsl",
+    lines += [md_table(["shape", "tokens", "case", "torch", "gcdsl", "quack", "gcdsl cooperative", "torch / gcdsl",
                         "quack / gcdsl"], table), ""]
     checks = targets(results)
     missed = [c["what"] for c in checks if not c["met"]]

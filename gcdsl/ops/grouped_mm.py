@@ -60,6 +60,12 @@ from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fa
 # about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
 # pairs make up for by halving B's traffic from L2 (W5's forced configurations show both).
 PAIR_ROWS_PER_GROUP = 1024
+# The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
+# under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
+# of rows. Measured on the Qwen3-30B-A3B and DeepSeek-V3 training GEMMs at 4,096 and
+# 16,384 tokens (N 768 to 7168): 1.05x to 1.19x the cooperative schedule at N 768 and
+# 1536, 0.96x to 1.04x at N 2048, 0.9x to 1.0x above it and on the grouped reduction.
+PINGPONG_MAX_N = 1536
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -166,16 +172,17 @@ def _grouped_mm_impl(a, b, offs, out_dtype):
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
-                    schedule: str = "cooperative") -> torch.Tensor:
+                    schedule: Optional[str] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
-    `tile_n` (128 or 256) and `cluster_m` (1 or 2) override the heuristics, and
-    `schedule` picks the consumers' ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
-    SCHEDULES); the tests and the benchmarks use them to run every variant.
+    `tile_n` (128 or 256 cooperative, 128 or 192 ping-pong), `cluster_m` (1 or 2,
+    cooperative) and `schedule` ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
+    SCHEDULES) override the heuristics; the tests and the benchmarks use them to run
+    every variant.
     """
     from .hopper_grouped_gemm import SCHEDULES
 
-    if schedule not in SCHEDULES:
+    if schedule is not None and schedule not in SCHEDULES:
         fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
     launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule)
     problem = launch.problem
@@ -199,14 +206,17 @@ class _Launch:
     A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
     """
 
-    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule="cooperative") -> None:
+    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None) -> None:
         self.problem = problem = describe(a, b, offs, out_dtype)
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         sms = _sm_count(a.device.index)
-        if problem.ragged == "m":
+        schedule = self.schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
+        if schedule == "pingpong":
+            tile_n = tile_n or (128 if problem.n <= 128 else 192)
+        elif problem.ragged == "m":
             tile_n = tile_n or pick_tile_n(problem.n, problem.total, problem.groups, sms)
         else:  # every group has the same M-tiles: count them as groups of one tile each
             tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
@@ -278,7 +288,7 @@ def _signature(t: Any) -> Tuple:
     return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
-def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule="cooperative") -> _Launch:
+def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None) -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
         key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule)
@@ -305,6 +315,20 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
     if m is not None and groups is not None and min(groups, m) * -(-n // 256) <= sms // 2:
         return 128
     return 256
+
+
+def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
+    """"pingpong" for ragged M with N <= PINGPONG_MAX_N and groups that average a full
+    tile of rows, unless `tile_n` or `cluster_m` asks for what only "cooperative" has."""
+    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
+
+    if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
+        return "pingpong"
+    fits = tile_n in (None, *PINGPONG_TILE_NS) and cluster_m in (None, 1)
+    if fits and problem.ragged == "m" and problem.n <= PINGPONG_MAX_N \
+            and problem.total >= PINGPONG_TILE_M * problem.groups:
+        return "pingpong"
+    return "cooperative"
 
 
 def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:

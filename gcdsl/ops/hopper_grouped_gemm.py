@@ -60,8 +60,8 @@ Roles (384 threads, three warpgroups)
     WGMMAs (it still waits for and releases every stage): a group of 64 rows
     costs half a tile of tensor-core time.
 
-Ping-pong (`GemmConfig.schedule="pingpong"`, not the default yet): tiles of 64 rows,
-and the consumer warpgroups take the CTA's tiles in turn (`consume_pingpong`), each
+Ping-pong (`GemmConfig.schedule="pingpong"`, not the default yet): tiles of 128 x 128
+or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn (`consume_pingpong`), each
 waiting for and releasing only its own tiles' stages, storing through its own sub-tile
 buffers with its own named barrier, so that one warpgroup's epilogue runs while the
 other's WGMMAs do. No pairs.
@@ -78,7 +78,7 @@ inside B (`pairs_fit`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import cuda.bindings.driver as cuda
 
@@ -96,15 +96,18 @@ from .grouped_cases import MAX_GROUPS  # a lane of the schedule warp holds G / 3
 
 TILE_M = 128
 TILE_K = 64
-TILE_NS = (128, 256)
+TILE_NS = (128, 256)  # cooperative: both warpgroups' accumulators hold one tile
 EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
 # How the two consumer warpgroups share the work (`GemmConfig.schedule`):
 #   "cooperative"  both on each 128-row tile, 64 rows each, and both on its epilogue;
-#   "pingpong"     each on every other 64-row tile of the CTA, so that one's epilogue
-#                  runs while the other's WGMMAs do (the tensor cores idle through
-#                  the epilogues otherwise). Its own sub-tile buffers and barrier each.
+#   "pingpong"     each on every other tile of the CTA, so that one's epilogue runs
+#                  while the other's WGMMAs do (the tensor cores idle through the
+#                  epilogues otherwise). A warpgroup's accumulators hold its whole
+#                  128-row tile, so N stops at 192 (192 of its threads' registers).
+#                  Its own sub-tile buffers and barrier each.
 SCHEDULES = ("cooperative", "pingpong")
-PINGPONG_TILE_M = 64
+PINGPONG_TILE_M = 128
+PINGPONG_TILE_NS = (128, 192)
 
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
@@ -112,6 +115,9 @@ CONSUMER_WARPS = 8
 SCHEDULE_WARP = 1  # builds the schedule from offs while warp 0 prefetches descriptors
 FIRST_CONSUMER_WARP = 4
 EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
+# Ping-pong: ids 1 and 2 are the warpgroups' epilogue barriers; 3 and 4 (3 + the
+# warpgroup's turn) hand the mainloop from one warpgroup to the other (`consume_pingpong`).
+FIRST_TURN_BARRIER = 3
 MAX_STAGES = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 
@@ -171,8 +177,9 @@ class GemmConfig:
             problems.append(f"the output is {self.c_dtype}, not Float16, BFloat16 or Float32")
         if not 1 <= self.groups <= (MAX_GROUPS if self.ragged != "batch" else 2**31 - 1):
             problems.append(f"G = {self.groups} is outside 1 to {MAX_GROUPS}")
-        if self.tile_n not in TILE_NS:
-            problems.append(f"tile_n = {self.tile_n} is not one of {TILE_NS}")
+        tile_ns = PINGPONG_TILE_NS if self.schedule == "pingpong" else TILE_NS
+        if self.tile_n not in tile_ns:
+            problems.append(f"tile_n = {self.tile_n} is not one of {tile_ns} ({self.schedule} schedule)")
         if self.cluster_m not in (1, 2):
             problems.append(f"cluster_m = {self.cluster_m} is not 1 or 2")
         elif self.cluster_m == 2 and not self.pairs_fit:
@@ -228,8 +235,8 @@ class HopperGroupedGemm:
         self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
         self.lane_groups = groups_per_lane(self.table_groups)
         # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32
-        # (with ping-pong, as many of half the rows for each warpgroup).
-        self.epi_stages = 4 if config.c_dtype.width == 16 else 2
+        # (with ping-pong, half as many for each warpgroup).
+        self.epi_stages = (4 if config.c_dtype.width == 16 else 2) // (2 if self.pingpong else 1)
         self.epi_buffers = self.epi_stages * (2 if self.pingpong else 1)
         self.epi_bytes = self.epi_tile[0] * self.epi_tile[1] * config.c_dtype.width // 8 * self.epi_buffers
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
@@ -264,8 +271,8 @@ class HopperGroupedGemm:
         a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
 
-        # Each consumer warpgroup a 64 x tile_n WGMMA tile: stacked along M in one tile
-        # (cooperative), or a tile each (ping-pong).
+        # A 64 x tile_n WGMMA per consumer warpgroup: stacked along M in one tile
+        # (cooperative), or repeated down a warpgroup's own tile (ping-pong).
         a_layout = LayoutEnum.ROW_MAJOR if self.config.a_major == "k" else LayoutEnum.COL_MAJOR
         b_layout = LayoutEnum.ROW_MAJOR if self.config.b_major == "k" else LayoutEnum.COL_MAJOR
         tiled_mma = sm90.make_trivial_tiled_mma(
@@ -502,7 +509,7 @@ class HopperGroupedGemm:
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
         half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
-        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out) = self.consumer_views(
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators) = self.consumer_views(
             tiled_mma, sA, sB, sC, consumer_tidx)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -526,7 +533,7 @@ class HopperGroupedGemm:
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
-                self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
+                self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                 group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0)
             tile += num_clusters
 
@@ -540,17 +547,24 @@ class HopperGroupedGemm:
                          tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
                          cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32, tidx: cutlass.Int32,
                          warp: cutlass.Int32, warpgroup_idx: cutlass.Int32):
-        """The two consumer warpgroups, a 64-row tile each in turn: the CTA's tiles 0, 2,
+        """The two consumer warpgroups, a whole tile each in turn: the CTA's tiles 0, 2,
         4, ... go to warpgroup 1 and 1, 3, 5, ... to warpgroup 2. Each waits for and
         releases only its own tiles' stages, and steps its pipeline states over the
         other's; each stores its own tiles through its own sub-tile buffers, barrier and
-        storing warp, while the other's WGMMAs run."""
+        storing warp, while the other's WGMMAs run.
+
+        The mainloops take turns too (`FIRST_TURN_BARRIER`): a warpgroup waits on its
+        tile's first stage only once the other has waited on the previous tile's last.
+        Otherwise it would wait k-tiles ahead of the ring, where an mbarrier's phase
+        parity no longer says which fill of a stage it sees."""
         tile_m, tile_n, tile_k = self.tile_mnk
         turn_of = warpgroup_idx - 1  # this warpgroup's tiles: those with turn == turn_of
         consumer_tidx = tidx - 128 * warpgroup_idx
-        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out) = self.consumer_views(
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators) = self.consumer_views(
             tiled_mma, sA, sB, sC, consumer_tidx)
         epilogue_barrier = pipeline.NamedBarrier(barrier_id=1 + turn_of, num_threads=128)
+        my_turn_done = pipeline.NamedBarrier(barrier_id=FIRST_TURN_BARRIER + turn_of, num_threads=256)
+        other_turn_done = pipeline.NamedBarrier(barrier_id=FIRST_TURN_BARRIER + 1 - turn_of, num_threads=256)
         store_warp = FIRST_CONSUMER_WARP + 4 * turn_of
         first_buffer = turn_of * self.epi_stages
 
@@ -571,11 +585,13 @@ class HopperGroupedGemm:
                     # A group without K stores zeros (see `consume`).
                     acc.fill(0.0)
                     rows_here = rows_here * cutlass.min(k_tiles, 1)
+                if tile != cluster_idx:
+                    other_turn_done.arrive_and_wait()  # the previous tile's mainloop has its stages
                 read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
-                                              rows_here)
+                                              rows_here, my_turn_done, tile + num_clusters < total_tiles)
                 if rows > m_tile * tile_m:
-                    self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, group,
-                                    start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp, first_buffer)
+                    self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
+                                    group, start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp, first_buffer)
             else:
                 for k in cutlass.range(k_tiles, unroll=1):  # the other warpgroup's stages
                     read.advance()
@@ -589,11 +605,15 @@ class HopperGroupedGemm:
 
     @cute.jit
     def mma_tile(self, mainloop, tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrA: cute.Tensor, tCrB: cute.Tensor,
-                 read, release, k_tiles: cutlass.Int32, rows_here: cutlass.Int32) -> Tuple:
+                 read, release, k_tiles: cutlass.Int32, rows_here: cutlass.Int32,
+                 turn_done: Optional[pipeline.NamedBarrier] = None, next_turn: cutlass.Boolean = False) -> Tuple:
         """One tile's k-tiles for a consumer warpgroup: its WGMMAs into `acc`, each stage
         released once its WGMMAs have read it. With no rows here (past the group's end,
         or a group without K) no WGMMA runs, and the stages are only waited for and
-        released, to keep the pipeline moving. Returns the pipeline states, advanced."""
+        released, to keep the pipeline moving. Returns the pipeline states, advanced.
+
+        With `turn_done` (ping-pong), once the last stage is waited for, arrives on it
+        when `next_turn` (the other warpgroup has a next tile waiting on it)."""
         k_blocks = cute.size(tCrA, mode=[2])
         if rows_here > 0:
             acc.fill(0.0)
@@ -616,6 +636,7 @@ class HopperGroupedGemm:
                 mainloop.consumer_release(release)
                 release.advance()
                 read.advance()
+            self.hand_over_turn(turn_done, next_turn)
             warpgroup.wait_group(0)
             mainloop.consumer_release(release)
             release.advance()
@@ -625,7 +646,15 @@ class HopperGroupedGemm:
                 mainloop.consumer_release(release)
                 release.advance()
                 read.advance()
+            self.hand_over_turn(turn_done, next_turn)
         return read, release
+
+    @cute.jit
+    def hand_over_turn(self, turn_done: Optional[pipeline.NamedBarrier], next_turn: cutlass.Boolean):
+        """Ping-pong: lets the other warpgroup's mainloop start (see `consume_pingpong`)."""
+        if cutlass.const_expr(turn_done is not None):
+            if next_turn:
+                turn_done.arrive()
 
     @cute.jit
     def consumer_views(self, tiled_mma: cute.TiledMma, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
@@ -644,7 +673,8 @@ class HopperGroupedGemm:
     def epilogue_partitions(self, tiled_mma: cute.TiledMma, sC: cute.Tensor, acc: cute.Tensor,
                             consumer_tidx: cutlass.Int32) -> Tuple:
         """Accumulators -> output type -> shared memory (stmatrix for 16-bit outputs): the
-        copy, its shared-memory and accumulator views, and one sub-tile's registers."""
+        copy, its shared-memory and accumulator views, one sub-tile's registers, and which
+        accumulators feed each sub-tile (`sub_tile_accumulators`)."""
         r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
         tiled_r2s = cute.make_tiled_copy_S(
             r2s_atom,
@@ -658,12 +688,25 @@ class HopperGroupedGemm:
         sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
         sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
         sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
-        return tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out
+        return tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, self.sub_tile_accumulators(tiled_mma, tiled_r2s)
+
+    def sub_tile_accumulators(self, tiled_mma: cute.TiledMma, tiled_r2s) -> Tuple[Tuple[int, ...], ...]:
+        """For each output sub-tile, the accumulator (flat index into the retiled
+        accumulators) behind each of its values (flat index into a sub-tile's registers).
+        Read off thread 0's coordinates at trace time: the order is the same in every
+        thread, but not contiguous per sub-tile when a warpgroup repeats its WGMMA down M
+        (ping-pong). `tests/test_grouped_mm_host.py` checks it for other threads."""
+        tile_m, tile_n, _ = self.tile_mnk
+        acc = tiled_r2s.retile(tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor((tile_m, tile_n))))
+        index_of = {tuple(acc[i]): i for i in range(cute.size(acc))}
+        sub = tiled_r2s.get_slice(0).partition_S(cute.make_identity_tensor((*self.epi_tile, 1)))[(None, None, None, 0)]
+        return tuple(tuple(index_of[(sub[v][0], sub[v][1] + self.epi_tile[1] * s)] for v in range(cute.size(sub)))
+                     for s in range(tile_n // self.epi_tile[1]))
 
     @cute.jit
     def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
                    tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
-                   group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
+                   accumulators: Tuple[Tuple[int, ...], ...], group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
                    n_tile: cutlass.Int32, warp: cutlass.Int32, epilogue_barrier: pipeline.NamedBarrier,
                    store_warp: cutlass.Int32, first_buffer: cutlass.Int32):
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
@@ -685,7 +728,7 @@ class HopperGroupedGemm:
         for sub in cutlass.range_constexpr(sub_tiles):
             buffer = first_buffer + sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
             for v in cutlass.range_constexpr(sub_size):
-                sub_acc[v] = tRS_acc[sub * sub_size + v]
+                sub_acc[v] = tRS_acc[accumulators[sub][v]]
             sub_out.store(sub_acc.load().to(self.c_dtype))
             cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
             # make the generic-proxy smem writes visible to TMA, then to the storing warp
