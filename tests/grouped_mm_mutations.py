@@ -51,8 +51,6 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                     "tile % self.n_tiles, rest // self.groups, total"),
     "b_majors_swapped": ("(k, 1, n * k) if b_k_major else (1, n, n * k)", "(1, n, n * k) if b_k_major else (k, 1, n * k)"),
     # the ping-pong consumers
-    "pingpong_stores_through_the_other_buffers": ("first_buffer = turn_of * self.epi_stages",
-                                                  "first_buffer = (1 - turn_of) * self.epi_stages"),
     "pingpong_rows_of_a_cooperative_half": ("            rows_here = rows - m_tile * tile_m\n            k_tiles = self.k_tiles\n"
                                             "            if cutlass.const_expr(self.ragged == \"k\"):\n"
                                             "                k_tiles = (length + tile_k - 1) // tile_k\n            if turn == turn_of:",
@@ -69,10 +67,12 @@ FOCUS: Dict[str, str] = {
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
     "b_majors_swapped": "every_layout and 2d3d",
-    "pingpong_stores_through_the_other_buffers": "pingpong",
     "pingpong_rows_of_a_cooperative_half": "pingpong",
 }
 SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
+    # the ping-pong warpgroups' epilogues through the same sub-tile buffers
+    "pingpong_warpgroups_share_sub_tile_buffers": ("first_buffer = turn_of * self.epi_stages",
+                                                   "first_buffer = 0 * self.epi_stages"),
     # the schedule read before every thread knows it is written
     "schedule_unsynchronized": ("        pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA\n"
                                 "        if cutlass.const_expr(cluster_m > 1):\n"
