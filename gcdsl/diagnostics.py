@@ -13,7 +13,7 @@ import linecache
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 
 class Diag(enum.Enum):
@@ -149,10 +149,12 @@ def located_at_caller(func: Callable) -> Callable:
     return wrapper
 
 
-def caller_location() -> Optional[SourceLocation]:
-    """Where the user's code called into gcdsl: the innermost frame outside the package."""
+def caller_location(also_skip: Tuple[str, ...] = ()) -> Optional[SourceLocation]:
+    """Where the user's code called into gcdsl: the innermost frame outside the package
+    (and outside the folders `also_skip`, for a call that reached gcdsl through them)."""
+    inside = (_PACKAGE_DIR, *also_skip)
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(inside):
         frame = frame.f_back
     if frame is None:
         return None

@@ -147,6 +147,9 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t192_g128_pingpong": dict(schedule="pingpong"),
     "grouped_gemm_bf16_t192_f32_g128_rk_pingpong": dict(ragged="k", a_major="m", b_major="n", schedule="pingpong"),
     "grouped_gemm_fp16_t128_g8_batch_pingpong": dict(ragged="batch", a_major="m", b_major="n", schedule="pingpong"),
+    # SwiGLU in the epilogue: an MoE's gate-up GEMM storing silu(gate) * up
+    "grouped_gemm_bf16_t256_g128_swiglu": dict(activation="swiglu"),
+    "grouped_gemm_bf16_t128_g128_swiglu_pingpong": dict(activation="swiglu", schedule="pingpong"),
 }
 
 GROUPED_GEMM_CASES = {
@@ -166,6 +169,8 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t192_g128_pingpong": (("BFloat16", "BFloat16", 128, 192), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_f32_g128_rk_pingpong": (("BFloat16", "Float32", 128, 192), dict(n=2048, k=0, m=1536)),
         "grouped_gemm_fp16_t128_g8_batch_pingpong": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),
+        "grouped_gemm_bf16_t256_g128_swiglu": (("BFloat16", "BFloat16", 128, 256), dict(n=1536, k=2048)),
+        "grouped_gemm_bf16_t128_g128_swiglu_pingpong": (("BFloat16", "BFloat16", 128, 128), dict(n=1536, k=2048)),
     }.items()},
 }
 

@@ -57,6 +57,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                             "            rows_here = rows - m_tile * tile_m - 64 * turn_of\n            k_tiles = self.k_tiles\n"
                                             "            if cutlass.const_expr(self.ragged == \"k\"):\n"
                                             "                k_tiles = (length + tile_k - 1) // tile_k\n            if turn == turn_of:"),
+    # the SwiGLU epilogue
+    "swiglu_up_from_the_gate_column": ("index_of[(row, column + tile_n // 2)]", "index_of[(row, column)]"),
+    "swiglu_up_half_one_tile_on": ("stride=((k, n // 2 * k, half * k), 1, n * k)", "stride=((k, half * k, half * k), 1, n * k)"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression
@@ -68,6 +71,8 @@ FOCUS: Dict[str, str] = {
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
     "b_majors_swapped": "every_layout and 2d3d",
     "pingpong_rows_of_a_cooperative_half": "pingpong",
+    "swiglu_up_from_the_gate_column": "swiglu",
+    "swiglu_up_half_one_tile_on": "swiglu",
 }
 SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the ping-pong warpgroups' epilogues through the same sub-tile buffers

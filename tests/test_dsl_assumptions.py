@@ -63,6 +63,18 @@ def test_containers_are_registered_by_exact_type():
     assert Named in _node_types, "carry_like_a_list: the DSL's pytree registry moved"
 
 
+def test_cute_size_is_a_mode_op_over_a_function_gcdsl_can_wrap():
+    """_dsl.let_size_measure swaps the function behind `cute.size`; every other argument
+    still reaches the DSL's own."""
+    import cutlass.cute as cute
+    from cutlass.cute import core
+
+    import gcdsl.lower.grid_constant  # noqa: F401  (registers the tables)
+
+    assert cute.size is core.size and callable(core.size.func), "cute.size is no longer a ModeOp with .func"
+    assert core.size.func.measures_gcdsl_objects and core.size.func.__wrapped__.__name__ == "size"
+
+
 def test_private_ops_and_helpers_exist():
     from cutlass._mlir import ir
     from cutlass._mlir.dialects import cuda

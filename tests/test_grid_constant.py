@@ -118,6 +118,36 @@ def test_template_checked_against_table_at_the_users_line():
     assert "cute.copy(template" in open(dt.__file__).read().splitlines()[err.location.line - 1]
 
 
+def test_cute_size_of_a_table_in_the_host_function():
+    """`cute.size(table)` and `cute.size(table, mode=[i])` in a `@cute.jit` host function
+    (a grid size from a task table): the table's static shape; a mode past its rank is a
+    gcdsl error at the user's line."""
+    import cutlass.cute as cute
+
+    import gcdsl
+
+    seen = {}
+
+    @cute.jit
+    def host(tasks: gcdsl.GridConstantTensor):
+        seen["sizes"] = (cute.size(tasks), cute.size(tasks, mode=[0]), cute.size[1](tasks), tasks.shape)
+        seen["layout"] = cute.size(cute.make_layout((4, 8)), mode=[1])  # still the DSL's own
+
+    @cute.jit
+    def past_the_rank(tasks: gcdsl.GridConstantTensor):
+        cute.size(tasks, mode=[2])
+
+    tasks = gcdsl.grid_constant(np.arange(12, dtype=np.int32).reshape(6, 2))
+    cute.compile(host, tasks)
+    assert seen["sizes"] == (12, 6, 2, (6, 2))
+    with pytest.raises(GcdslError) as info:
+        cute.compile(past_the_rank, tasks)
+    assert info.value.diag is Diag.BAD_GRID_CONSTANT and "mode=[2]" in str(info.value)
+    assert info.value.location.filename == __file__
+    assert "cute.size(tasks, mode=[2])" in open(__file__).read().splitlines()[info.value.location.line - 1]
+    assert seen["layout"] == 8
+
+
 def test_parameter_budget_just_under_compiles():
     import cutlass.cute as cute
 

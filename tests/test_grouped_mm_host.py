@@ -371,3 +371,85 @@ def test_a_cpu_offs_under_graph_capture_is_refused_at_the_calling_line(monkeypat
     err = info.value
     assert err.diag is Diag.BAD_OP_INPUT and err.param == "offs" and "keep offs on the GPU" in err.hint
     assert err.location.filename == __file__ and err.location.line == line
+
+
+def test_swiglu_op_traces_with_its_fake_and_checks_at_the_callers_line():
+    """gcdsl::grouped_mm_swiglu: (T, N / 2) out from the fake implementation; what the
+    epilogue cannot read (another case, b N-major, halves not a multiple of 64) is a gcdsl
+    error naming the caller's line."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def w13t(groups, n, k, **kw):  # the weights (G, N, K) as models store them, transposed
+        return torch.empty(groups, n, k, dtype=torch.bfloat16, device="cuda", **kw).transpose(-2, -1)
+
+    with FakeTensorMode():
+        x = torch.empty(64, 128, dtype=torch.bfloat16, device="cuda")
+        offs = torch.empty(4, dtype=torch.int32, device="cuda")
+        graph = make_fx(lambda x, b, offs: gcdsl.ops.grouped_mm_swiglu(x, b, offs))(x, w13t(4, 256, 128), offs)
+        out = torch.ops.gcdsl.grouped_mm_swiglu(x, w13t(4, 256, 128), offs, torch.float32)
+        refusals = {  # what the message says: the call
+            "its N mode contiguous": lambda: gcdsl.ops.grouped_mm_swiglu(x, torch.empty(4, 128, 256, dtype=torch.bfloat16,
+                                                                          device="cuda"), offs),
+            "multiple of 64": lambda: gcdsl.ops.grouped_mm_swiglu(x, w13t(4, 192, 128), offs),
+            "takes the 2D x 3D case": lambda: gcdsl.ops.grouped_mm_swiglu(torch.empty(4, 64, 128, dtype=torch.bfloat16,
+                                                                       device="cuda"), w13t(4, 256, 128), None),
+        }
+        errors = {}
+        for what, call in refusals.items():
+            with pytest.raises(GcdslError) as info:
+                call()
+            errors[what] = info.value
+    assert "gcdsl.grouped_mm_swiglu.default" in graph.code
+    assert (tuple(out.shape), out.dtype) == ((64, 128), torch.float32)
+    for what, err in errors.items():
+        assert err.diag is Diag.BAD_OP_INPUT and what in err.message and err.location.filename == __file__, (what, err)
+
+
+@pytest.mark.parametrize("schedule, tile_n", [("cooperative", 256), ("pingpong", 128)])
+def test_swiglu_epilogue_pairs_each_gate_with_its_up_column(schedule, tile_n):
+    """For every thread, value v of output sub-tile s comes from the accumulators at (r, c)
+    and (r, c + tile_n / 2) of the tile, c = 32 s + the value's column: the gate and the up
+    projection of output column c. The kernel reads the pairs off thread 0."""
+    import cutlass
+    import cutlass.cute as cute
+    import cutlass.utils.hopper_helpers as sm90
+    from cutlass.tensor_utils import LayoutEnum
+
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 1536, 512, tile_n,
+                                                schedule=schedule, activation="swiglu"))
+    tile_m, out_n = gemm.tile_m, tile_n // 2
+    threads = 128 if schedule == "pingpong" else 256
+    wrong, seen = [], set()
+
+    @cute.jit
+    def probe():
+        k_major = cute.nvgpu.OperandMajorMode.K
+        tiled_mma = sm90.make_trivial_tiled_mma(cutlass.BFloat16, cutlass.BFloat16, k_major, k_major, cutlass.Float32,
+                                                (1, 1, 1) if schedule == "pingpong" else (2, 1, 1),
+                                                tiler_mn=(64, tile_n))
+        tiled_r2s = cute.make_tiled_copy_S(
+            sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, cutlass.BFloat16, cutlass.Float32),
+            cute.make_tiled_copy_C_atom(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), cutlass.BFloat16), tiled_mma))
+        pairs = gemm.sub_tile_accumulators(tiled_mma, tiled_r2s)
+        assert len(pairs) == out_n // 32
+        for t in cutlass.range_constexpr(0, threads, 37):
+            acc = tiled_r2s.retile(tiled_mma.get_slice(t).partition_C(cute.make_identity_tensor((tile_m, tile_n))))
+            sub = tiled_r2s.get_slice(t).partition_S(cute.make_identity_tensor((tile_m, 32, 1)))[(None, None, None, 0)]
+            for s in cutlass.range_constexpr(out_n // 32):
+                for v in cutlass.range_constexpr(cute.size(sub)):
+                    row, column = sub[v][0], sub[v][1] + 32 * s
+                    gate, up = pairs[s][v]
+                    seen.add((row, column))
+                    if cutlass.const_expr(tuple(acc[gate]) != (row, column)
+                                          or tuple(acc[up]) != (row, column + out_n)):
+                        wrong.append((t, s, v))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        probe()
+    assert not wrong, wrong[:5]
+    assert {c for _, c in seen} == set(range(out_n))  # every output column, from the threads probed

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 import re
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
@@ -31,7 +32,7 @@ from cutlass.base_dsl.common import DSLBaseError
 from cutlass.cutlass_dsl import extract_mlir_values, new_from_mlir_values
 
 from ..abi import DESCRIPTOR_ALIGN, DESCRIPTOR_BYTES
-from ..diagnostics import Diag, GcdslError
+from ..diagnostics import Diag, GcdslError, caller_location
 
 # The DSL versions whose internals this module is written against (pyproject.toml
 # requires the same range; tests/test_dsl_assumptions.py pins every assumption).
@@ -326,6 +327,40 @@ def carry_like_a_list(cls: type) -> None:
 
     register_pytree_node(cls, lambda items: (SimpleNamespace(length=len(items), param=items.param), list(items)),
                          lambda meta, items: cls(items, meta.param))
+
+
+_SIZED: Dict[type, Callable[[Any], Tuple[int, ...]]] = {}  # class: its instances' static shape
+
+
+def let_size_measure(cls: type, static_shape: Callable[[Any], Tuple[int, ...]]) -> None:
+    """`cute.size(x)` and `cute.size(x, mode=[i])` for instances of `cls`, from the
+    static shape `static_shape(x)`: a grid-constant table in a host function is an
+    address, not a layout, and the DSL's `size` takes only IntTuples, layouts and
+    tensors. Every other argument goes to the DSL's own `size` unchanged."""
+    _SIZED[cls] = static_shape
+    dsl_size = _cute_core.size.func  # the function behind the `cute.size` ModeOp
+    if getattr(dsl_size, "measures_gcdsl_objects", False):
+        return  # wrapped already
+
+    def size(a: Any, mode: list = [], **kwargs: Any) -> Any:  # noqa: B006  (the DSL's own signature)
+        shape_of = _SIZED.get(type(a))
+        if shape_of is not None:
+            return _static_size(shape_of(a), list(mode))
+        return dsl_size(a, mode=mode, **kwargs)
+
+    size.__wrapped__, size.__doc__, size.measures_gcdsl_objects = dsl_size, dsl_size.__doc__, True
+    _cute_core.size.func = size
+
+
+def _static_size(shape: Tuple[int, ...], mode: list) -> int:
+    if not mode:
+        return math.prod(shape)
+    if len(mode) != 1 or not 0 <= mode[0] < len(shape):
+        raise GcdslError(Diag.BAD_GRID_CONSTANT, f"cute.size(..., mode={mode}) of a table of shape {shape}",
+                         location=caller_location(also_skip=(os.path.dirname(cutlass.__file__) + os.sep,)),
+                         hint=f"a table's modes are flat: pass mode=[i] with 0 <= i < {len(shape)}, or no mode "
+                         "for the element count")
+    return shape[mode[0]]
 
 
 # ---- the architecture the DSL compiles for ------------------------------------------

@@ -190,6 +190,9 @@ class GridConstantParam(Carried):
     __repr__ = __str__
 
 
+_dsl.let_size_measure(GridConstantParam, lambda table: table.spec.shape)  # cute.size(table) in host code
+
+
 @located_at_caller
 def grid_constant(data: Any, *, dtype: Any = None, align: int = 16) -> GridConstantTensor:
     """A grid-constant table from a torch CPU tensor, a NumPy array or a sequence."""

@@ -56,6 +56,7 @@ class Problem:
     out_shape: Tuple[int, ...]  # what the caller gets
     swapped: bool  # the kernel's A is the caller's b (3D x 2D)
     c_back: int  # elements the output pointer starts before the output (ragged M view)
+    activation: str = "none"  # "swiglu": the epilogue stores silu(gate) * up, N / 2 columns
 
     @property
     def kernel_out_shape(self) -> Tuple[int, ...]:
@@ -82,10 +83,12 @@ class Problem:
         return out.t() if self.swapped else out
 
 
-def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, addresses: bool = True) -> Problem:
+def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, addresses: bool = True,
+             activation: str = "none") -> Problem:
     """Every check of shapes, dtypes, devices, layouts and alignment (not of `offs`'s values).
 
-    `addresses=False` skips the base-address checks (fake tensors have none).
+    `addresses=False` skips the base-address checks (fake tensors have none);
+    `activation="swiglu"` describes `grouped_mm_swiglu`'s product.
     """
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor):
@@ -146,7 +149,9 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
         if m * max(k, n) >= 2**31:
             fail(f"M x max(K, N) = {m * max(k, n)} elements per batch entry; this kernel needs fewer than 2**31",
                  param="a")
-    problem = Problem(case=case, groups=groups, out_dtype=out_dtype, **problem)
+    if activation == "swiglu":
+        problem = _swiglu(case, problem)
+    problem = Problem(case=case, groups=groups, out_dtype=out_dtype, activation=activation, **problem)
     if problem.ragged == "m" and problem.a_major == "m":
         # The kernel's M-major A with ragged rows faults on the GPU (an illegal instruction):
         # refused until it is fixed, rather than crash the caller's context.
@@ -172,6 +177,22 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
     if a.device.type != "cuda" or b.device != a.device:
         fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
     return problem
+
+
+def _swiglu(case: str, problem: dict) -> dict:
+    """The SwiGLU product's problem: b's last mode holds the gate, then the up projection."""
+    if case != "2d3d":
+        fail(f"grouped_mm_swiglu takes the 2D x 3D case (a (T, K), b (G, K, N)), not {case[:2].upper()} x "
+             f"{case[2:].upper()}", param="b")
+    n = problem["n"]
+    if problem["b_major"] != "k":
+        fail("b has its N mode contiguous; grouped_mm_swiglu reads b K-major", param="b",
+             hint="pass the weights as models store them, w13 (G, N, K), transposed: w13.transpose(-2, -1)")
+    if n % 128:
+        fail(f"b has N = {n} columns: gate and up halves of {n / 2:g}; each half must be a multiple of 64",
+             param="b", hint="pad the intermediate size to a multiple of 64")
+    t = problem["total"]
+    return {**problem, "out_shape": (t, n // 2), "c_back": t * (n // 2)}
 
 
 def _check_offs(case: str, offs: Any, a: torch.Tensor) -> None:

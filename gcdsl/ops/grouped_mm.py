@@ -77,6 +77,19 @@ def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = 
     return torch.ops.gcdsl.grouped_mm(a, b, offs, out_dtype)
 
 
+def grouped_mm_swiglu(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+                      out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """`silu(gate) * up` of each group's rows, with `h = torch._grouped_mm(a, b, offs=offs)`
+    split as `gate, up = h.chunk(2, dim=-1)`: an MoE's gate-up GEMM and its activation in
+    one kernel (the epilogue applies it), (T, N / 2) out, no (T, N) intermediate.
+
+    `a` (T, K) grouped by `offs`; `b` (G, K, N) K-major, as `w13.transpose(-2, -1)` of the
+    weights (G, N, K) with the gate rows first. Forward only (no autograd formula)."""
+    if _plain_eager_call(a, b, offs):
+        return _grouped_mm_impl(a, b, offs, out_dtype, activation="swiglu")
+    return torch.ops.gcdsl.grouped_mm_swiglu(a, b, offs, out_dtype)
+
+
 def _plain_eager_call(a: Any, b: Any, offs: Any) -> bool:
     """Plain tensors, no tracing (torch.compile, make_fx, fake tensors), no autograd."""
     in_mode = getattr(torch.utils._python_dispatch, "is_in_torch_dispatch_mode", None)
@@ -96,6 +109,18 @@ def _grouped_mm_fake(a, b, offs=None, out_dtype=None):
     problem = describe(a, b, offs, out_dtype, addresses=False)  # fake tensors have no addresses
     out = a.new_empty(problem.kernel_out_shape, dtype=problem.out_dtype)
     return out.t() if problem.swapped else out
+
+
+@torch.library.custom_op("gcdsl::grouped_mm_swiglu", mutates_args=())
+def _grouped_mm_swiglu_op(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
+                          out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    return _grouped_mm_impl(a, b, offs, out_dtype, activation="swiglu")
+
+
+@_grouped_mm_swiglu_op.register_fake
+def _grouped_mm_swiglu_fake(a, b, offs, out_dtype=None):
+    problem = describe(a, b, offs, out_dtype, addresses=False, activation="swiglu")
+    return a.new_empty(problem.out_shape, dtype=problem.out_dtype)
 
 
 def _setup_context(ctx, inputs, output) -> None:
@@ -165,26 +190,26 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
     return t if strides_match(t, (1, t.shape[0])) else t.t().contiguous().t()
 
 
-def _grouped_mm_impl(a, b, offs, out_dtype):
-    launch = _launch_for(a, b, offs, out_dtype)
+def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
+    launch = _launch_for(a, b, offs, out_dtype, activation=activation)
     return launch(a, b, offs, launch.problem.make_output(a.device))
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
-                    schedule: Optional[str] = None) -> torch.Tensor:
+                    schedule: Optional[str] = None, activation: str = "none") -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (128 or 256 cooperative, 128 or 192 ping-pong), `cluster_m` (1 or 2,
     cooperative) and `schedule` ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
     SCHEDULES) override the heuristics; the tests and the benchmarks use them to run
-    every variant.
+    every variant. `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
     from .hopper_grouped_gemm import SCHEDULES
 
     if schedule is not None and schedule not in SCHEDULES:
         fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
-    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule)
+    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -206,13 +231,17 @@ class _Launch:
     A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
     """
 
-    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None) -> None:
-        self.problem = problem = describe(a, b, offs, out_dtype)
+    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none") -> None:
+        self.problem = problem = describe(a, b, offs, out_dtype, activation=activation)
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         sms = _sm_count(a.device.index)
+        if activation == "swiglu" and schedule is None and tile_n is None:
+            # the tiles whose output sub-tiles fill the epilogue's buffers: 128 x 256, or
+            # ping-pong 128 x 128 (`GemmConfig`'s check)
+            schedule, tile_n = ("cooperative", 256) if problem.n % 256 == 0 else ("pingpong", 128)
         schedule = self.schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
         if schedule == "pingpong":
             tile_n = tile_n or (128 if problem.n <= 128 else 192)
@@ -223,7 +252,8 @@ class _Launch:
         with torch.cuda.device(a.device):  # compile and load in a's device context
             plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
-                                  if problem.ragged == "m" and schedule == "cooperative" else 1)
+                                  if problem.ragged == "m" and schedule == "cooperative"
+                                  and problem.activation == "none" else 1)
         self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
             bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m, plan.tile_m)
@@ -288,15 +318,15 @@ def _signature(t: Any) -> Tuple:
     return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
-def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None) -> _Launch:
+def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none") -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
-        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule)
+        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule, activation)
     except (AttributeError, TypeError):
         key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
-        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule)
+        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation)
         if len(_LAUNCHES) >= _MAX_LAUNCHES:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
@@ -391,10 +421,11 @@ class _Plan:
         ab, c = to_dsl[ab_dtype], to_dsl[problem.out_dtype]
         self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
-                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule)
+                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule,
+                                activation=problem.activation)
         self.configs = {1: single}
         self.tile_m = single.tile_m  # the schedule's
-        if single.pairs_fit and problem.ragged == "m" and schedule == "cooperative":
+        if single.pairs_fit and problem.ragged == "m" and schedule == "cooperative" and problem.activation == "none":
             self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
 
@@ -423,7 +454,7 @@ _PLANS: Dict[Tuple, _Plan] = {}
 def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
               schedule: str = "cooperative") -> _Plan:
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
-           problem.m, problem.n, problem.k, tile_n, schedule, device.index)
+           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, device.index)
     plan = _PLANS.get(key)
     if plan is None:
         _make_context_current(device.index)

@@ -122,6 +122,11 @@ MAX_STAGES = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
+# What the epilogue applies: nothing, or SwiGLU over B's two halves (B's rows [0, N/2)
+# the gate, [N/2, N) the up projection: an MoE's w13 as models store it). With "swiglu"
+# each tile holds tile_n/2 gate and the matching tile_n/2 up columns, and stores
+# silu(gate) * up: tile_n/2 columns of an (M, N/2) output.
+ACTIVATIONS = ("none", "swiglu")
 # What is grouped: the rows of A and of the output ("m", ragged by `offs`), the
 # reduction ("k", ragged by `offs`, a 3-D output), or nothing ("batch", G equal problems).
 RAGGED_MODES = ("m", "k", "batch")
@@ -164,10 +169,22 @@ class GemmConfig:
     b_major: str = "k"
     m: int = 0  # M when K is ragged (then M is fixed and K the runtime extent)
     schedule: str = "cooperative"
+    activation: str = "none"
 
     @property
     def tile_m(self) -> int:
         return PINGPONG_TILE_M if self.schedule == "pingpong" else TILE_M
+
+    @property
+    def epi_stages(self) -> int:
+        """Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for
+        fp32 (with ping-pong, half as many for each warpgroup)."""
+        return (4 if self.c_dtype.width == 16 else 2) // (2 if self.schedule == "pingpong" else 1)
+
+    @property
+    def out_tile_n(self) -> int:
+        """Output columns of one tile: SwiGLU halves them."""
+        return self.tile_n // 2 if self.activation == "swiglu" else self.tile_n
 
     def __post_init__(self) -> None:
         problems = []
@@ -202,6 +219,17 @@ class GemmConfig:
                 problems.append(f"ragged K has a fixed M and a runtime K; got m = {self.m}, k = {self.k}")
         elif self.k < 1 or self.m != 0:
             problems.append(f"ragged {self.ragged!r} has a fixed K and a runtime M; got m = {self.m}, k = {self.k}")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
+        elif self.activation == "swiglu":
+            if (self.ragged, self.b_major, self.cluster_m) != ("m", "k", 1):
+                problems.append("SwiGLU is built for ragged M, B K-major, no pairs")
+            if self.n % self.tile_n:
+                problems.append(f"SwiGLU reads a tile's gate and up halves from B's two halves: N / 2 = "
+                                f"{self.n // 2} must be a multiple of tile_n / 2 = {self.tile_n // 2}")
+        if self.c_dtype in C_DTYPES and (self.out_tile_n // EPI_TILE[1]) % self.epi_stages:
+            problems.append(f"a tile's {self.out_tile_n // EPI_TILE[1]} output sub-tiles do not cycle through "
+                            f"{self.epi_stages} buffers")
         if problems:
             raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
 
@@ -234,9 +262,9 @@ class HopperGroupedGemm:
         self.m_tiles = -(-config.m // self.tile_m)  # per group when M is fixed (ragged K)
         self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
         self.lane_groups = groups_per_lane(self.table_groups)
-        # Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for fp32
-        # (with ping-pong, half as many for each warpgroup).
-        self.epi_stages = (4 if config.c_dtype.width == 16 else 2) // (2 if self.pingpong else 1)
+        self.swiglu = config.activation == "swiglu"
+        self.out_tile_n = config.out_tile_n
+        self.epi_stages = config.epi_stages
         self.epi_buffers = self.epi_stages * (2 if self.pingpong else 1)
         self.epi_bytes = self.epi_tile[0] * self.epi_tile[1] * config.c_dtype.width // 8 * self.epi_buffers
         # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
@@ -331,9 +359,17 @@ class HopperGroupedGemm:
             # a is (M, K) stacked by rows; only M is a runtime extent.
             a = cute.make_tensor(a_ptr, cute.make_layout((total, k), stride=(k, 1) if a_k_major else (1, total)))
             b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=b_stride))
+            out_n = n
+            if cutlass.const_expr(self.swiglu):
+                # N as (row in a half tile, half, tile): N-tile j holds gate rows j h ... j h + h - 1
+                # and the up rows N/2 apart, h = tile_n / 2; one TMA box of tile_n rows loads both.
+                half = self.config.tile_n // 2
+                b = cute.make_tensor(b_ptr, cute.make_layout(((half, 2, n // self.config.tile_n), k, groups),
+                                                             stride=((k, n // 2 * k, half * k), 1, n * k)))
+                out_n = n // 2
             # The ragged view of the output (see the module docstring): rows, columns and a
             # third mode whose stride is also one row, from M rows before the output.
-            c = cute.make_tensor(c_ptr, cute.make_layout((total, n, total + 1), stride=(n, 1, n)))
+            c = cute.make_tensor(c_ptr, cute.make_layout((total, out_n, total + 1), stride=(out_n, 1, out_n)))
         elif cutlass.const_expr(self.ragged == "k"):
             # a is (M, K) and b (N, K) with K stacked and never contiguous. Both get a
             # second K mode of the same stride, whose coordinate is the group's start: the
@@ -690,9 +726,11 @@ class HopperGroupedGemm:
         sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
         return tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, self.sub_tile_accumulators(tiled_mma, tiled_r2s)
 
-    def sub_tile_accumulators(self, tiled_mma: cute.TiledMma, tiled_r2s) -> Tuple[Tuple[int, ...], ...]:
+    def sub_tile_accumulators(self, tiled_mma: cute.TiledMma, tiled_r2s) -> Tuple[Tuple[Any, ...], ...]:
         """For each output sub-tile, the accumulator (flat index into the retiled
-        accumulators) behind each of its values (flat index into a sub-tile's registers).
+        accumulators) behind each of its values (flat index into a sub-tile's registers);
+        with SwiGLU a pair for each value: its gate's and its up projection's (tile_n / 2
+        columns further on, in the same thread).
         Read off thread 0's coordinates at trace time: the order is the same in every
         thread, but not contiguous per sub-tile when a warpgroup repeats its WGMMA down M
         (ping-pong). `tests/test_grouped_mm_host.py` checks it for other threads."""
@@ -700,8 +738,14 @@ class HopperGroupedGemm:
         acc = tiled_r2s.retile(tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor((tile_m, tile_n))))
         index_of = {tuple(acc[i]): i for i in range(cute.size(acc))}
         sub = tiled_r2s.get_slice(0).partition_S(cute.make_identity_tensor((*self.epi_tile, 1)))[(None, None, None, 0)]
-        return tuple(tuple(index_of[(sub[v][0], sub[v][1] + self.epi_tile[1] * s)] for v in range(cute.size(sub)))
-                     for s in range(tile_n // self.epi_tile[1]))
+
+        def feeding(row: int, column: int) -> Any:
+            if self.swiglu:
+                return index_of[(row, column)], index_of[(row, column + tile_n // 2)]
+            return index_of[(row, column)]
+
+        return tuple(tuple(feeding(sub[v][0], sub[v][1] + self.epi_tile[1] * s) for v in range(cute.size(sub)))
+                     for s in range(self.out_tile_n // self.epi_tile[1]))
 
     @cute.jit
     def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
@@ -712,23 +756,27 @@ class HopperGroupedGemm:
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
         store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
         the stores, and `epilogue_barrier` spans the warps that share them."""
-        tile_m, tile_n, _ = self.tile_mnk
+        tile_m = self.tile_m
         sub_size = cute.size(sub_acc)
-        sub_tiles = tile_n // self.epi_tile[1]
+        sub_tiles = self.out_tile_n // self.epi_tile[1]
         if cutlass.const_expr(self.ragged == "m"):
             # The group's rows through the ragged descriptor: row coordinate
             # total - rows + r, third coordinate start + rows; rows r >= rows clip.
             mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
         else:
             mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
-        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, tile_n), (m_tile, n_tile)), self.epi_tile)
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (m_tile, n_tile)), self.epi_tile)
         bSG_sC, bSG_gC = cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
         )
         for sub in cutlass.range_constexpr(sub_tiles):
             buffer = first_buffer + sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
             for v in cutlass.range_constexpr(sub_size):
-                sub_acc[v] = tRS_acc[accumulators[sub][v]]
+                if cutlass.const_expr(self.swiglu):
+                    gate, up = tRS_acc[accumulators[sub][v][0]], tRS_acc[accumulators[sub][v][1]]
+                    sub_acc[v] = gate / (1.0 + cute.math.exp(-gate, fastmath=True)) * up  # silu(gate) * up
+                else:
+                    sub_acc[v] = tRS_acc[accumulators[sub][v]]
             sub_out.store(sub_acc.load().to(self.c_dtype))
             cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
             # make the generic-proxy smem writes visible to TMA, then to the storing warp
