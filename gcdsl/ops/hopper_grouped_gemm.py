@@ -774,7 +774,8 @@ class HopperGroupedGemm:
             for v in cutlass.range_constexpr(sub_size):
                 if cutlass.const_expr(self.swiglu):
                     gate, up = tRS_acc[accumulators[sub][v][0]], tRS_acc[accumulators[sub][v][1]]
-                    sub_acc[v] = gate / (1.0 + cute.math.exp(-gate, fastmath=True)) * up  # silu(gate) * up
+                    # silu(gate) * up = gate * up / (1 + e^-gate): ex2 and rcp, approximate (MUFU)
+                    sub_acc[v] = gate * up * cute.arch.rcp_approx(1.0 + cute.math.exp(-gate, fastmath=True))
                 else:
                     sub_acc[v] = tRS_acc[accumulators[sub][v]]
             sub_out.store(sub_acc.load().to(self.c_dtype))
