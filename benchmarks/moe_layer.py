@@ -70,38 +70,58 @@ def route(x, router, top_k: int):
     scores = (x @ router.t()).float().softmax(dim=-1)
     weights, ids = scores.topk(top_k, dim=-1)
     weights = weights / weights.sum(dim=-1, keepdim=True)
-    counts = torch.zeros(experts, dtype=torch.int32, device=x.device)
+    return weights, ids, expert_ends(ids, experts)
+
+
+def expert_ends(ids, experts: int):
+    """`offs`: each expert's cumulative slot count, by a scatter-add (no host sync)."""
+    import torch
+
+    counts = torch.zeros(experts, dtype=torch.int32, device=ids.device)
     counts.scatter_add_(0, ids.flatten(), torch.ones_like(ids.flatten(), dtype=torch.int32))
-    return weights, ids, counts.cumsum(0, dtype=torch.int32)
+    return counts.cumsum(0, dtype=torch.int32)
 
 
 def moe_forward(x, w: MoEWeights, top_k: int, grouped_mm: Callable):
     """The layer: route, permute, gate-up GEMM, SwiGLU, down GEMM, weighted combine."""
+    weights, ids, offs = route(x, w.router, top_k)
+    return moe_experts(x, w.w13, w.w2, weights, ids, grouped_mm, offs)
+
+
+def moe_experts(x, w13, w2, weights, ids, grouped_mm: Callable, offs=None):
+    """The layer after the router (what `fused_moe` computes): permute, gate-up GEMM,
+    SwiGLU, down GEMM, weighted combine. `offs` is made from `ids` unless given."""
     import torch
     import torch.nn.functional as F
 
-    weights, ids, offs = route(x, w.router, top_k)
+    top_k = ids.shape[1]
+    offs = expert_ends(ids, w13.shape[0]) if offs is None else offs
     order = ids.flatten().argsort(stable=True)  # token slots, grouped by expert
     token = order // top_k
-    h = grouped_mm(x[token], w.w13.transpose(-2, -1), offs)  # (T k, 2I)
+    h = grouped_mm(x[token], w13.transpose(-2, -1), offs)  # (T k, 2I)
     gate, up = h.chunk(2, dim=-1)
-    y = grouped_mm(F.silu(gate) * up, w.w2.transpose(-2, -1), offs)  # (T k, H)
+    y = grouped_mm(F.silu(gate) * up, w2.transpose(-2, -1), offs)  # (T k, H)
     y = y.float() * weights.flatten()[order, None]
     return torch.zeros(x.shape, dtype=torch.float32, device=x.device).index_add_(0, token, y).to(x.dtype)
 
 
 def moe_reference(x, w: MoEWeights, top_k: int):
     """The same layer in float32, expert by expert (reads the routing on the host)."""
+    weights, ids, _ = route(x, w.router, top_k)
+    return moe_experts_reference(x, w.w13, w.w2, weights, ids)
+
+
+def moe_experts_reference(x, w13, w2, weights, ids):
+    """The layer after the router in float32, expert by expert (reads the routing on the host)."""
     import torch
     import torch.nn.functional as F
 
-    weights, ids, _ = route(x, w.router, top_k)
     out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
     for e in ids.unique().tolist():
         tokens, slot = (ids == e).nonzero(as_tuple=True)
-        gate, up = (x[tokens].float() @ w.w13[e].float().t()).chunk(2, dim=-1)
-        y = (F.silu(gate) * up) @ w.w2[e].float().t()
-        out.index_add_(0, tokens, y * weights[tokens, slot, None])
+        gate, up = (x[tokens].float() @ w13[e].float().t()).chunk(2, dim=-1)
+        y = (F.silu(gate) * up) @ w2[e].float().t()
+        out.index_add_(0, tokens, y * weights[tokens, slot, None].float())
     return out
 
 

@@ -1,0 +1,275 @@
+"""W8: the MoE expert layer after the router, as inference engines run it (`fused_moe`).
+
+Given `x` (T, H), `w1` (E, 2I, H), `w2` (E, H, I) and the router's `topk_weights` and
+`topk_ids` (T, k) on the GPU, each variant computes the same layer
+(`benchmarks/moe_layer.py: moe_experts`):
+
+    torch        permute, torch._grouped_mm, SwiGLU, torch._grouped_mm, weighted combine
+    gcdsl        the same layer on gcdsl.ops.grouped_mm
+    fused_moe    gcdsl.ops.fused_moe (SwiGLU in the gate-up GEMM's epilogue)
+    quack        quack-kernels' fused pieces: gemm_act (cu_seqlens_m, A_idx gathering
+                 x's rows, SwiGLU over w1's [gate; up] halves), then gemm, then the
+                 same combine; their default configuration (tuned=False)
+
+Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8), DeepSeek-V3 at
+8-way expert parallelism (E 32, H 7168, I 2048, top-8), Mixtral-8x7B (E 8, H 4096,
+I 14336, top-2); T in 1, 8, 64, 512, 4096.
+
+Method
+- Routing made on the GPU by a random router (softmax, top-k, renormalised): a pool
+  of POOL token batches, so every call has new routing. Every variant's output is
+  checked against a float32 reference of the same layer (relative error <= 2e-2).
+- Graph: each variant captured once; a replay follows a copy of the next batch's x,
+  weights and ids into the captured inputs. Eager: calls back to back. CUDA events
+  around `--calls` calls; variants in turn for `--rounds` rounds; the median.
+- Bound: the active experts' weight bytes (those with at least one slot, from the
+  routing of batch 0) over the measured device-to-device copy bandwidth, the time a
+  layer bound by streaming its weights cannot beat; `vs bound` = layer time / bound.
+
+    python benchmarks/w8_fused_moe.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 3]
+
+Writes benchmarks/results/W8.json (machine, commit, every sample).
+Exit status 1 if a variant FAILED or raised.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import traceback
+from typing import Any, Callable, Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, table  # noqa: E402  (imports no DSL)
+from benchmarks.moe_layer import (  # noqa: E402
+    GROUPED_MMS, SHAPES, MoEWeights, expert_ends, moe_experts, moe_experts_reference, route,
+)
+from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
+
+TOKENS = (1, 8, 64, 512, 4096)
+VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
+MODES = ("graph", "eager")
+POOL = 4
+TOLERANCE = 2e-2
+
+
+def quack_layer(x, w1, w2, weights, ids):
+    """quack-kernels' pieces: gathered, SwiGLU-fused gate-up GEMM, the down GEMM, the combine."""
+    import torch
+    import torch.nn.functional as F
+    from quack.gemm_interface import gemm, gemm_act
+
+    top_k = ids.shape[1]
+    cu_seqlens = F.pad(expert_ends(ids, w1.shape[0]), (1, 0))
+    order = ids.flatten().argsort(stable=True)
+    token = order // top_k
+    _, act = gemm_act(x, w1.transpose(-2, -1), activation="swiglu", cu_seqlens_m=cu_seqlens,
+                      A_idx=token.to(torch.int32), store_preact=False, concat_layout=("B",), tuned=False)
+    y = gemm(act, w2.transpose(-2, -1), cu_seqlens_m=cu_seqlens, tuned=False)
+    y = y.float() * weights.flatten()[order, None]
+    return torch.zeros(x.shape, dtype=torch.float32, device=x.device).index_add_(0, token, y).to(x.dtype)
+
+
+def layer(variant: str) -> Callable:
+    if variant in ("torch", "gcdsl"):
+        gmm = GROUPED_MMS[variant]
+        return lambda x, w1, w2, weights, ids: moe_experts(x, w1, w2, weights, ids, gmm)
+    if variant == "fused_moe":
+        import gcdsl.ops
+
+        return gcdsl.ops.fused_moe
+    return quack_layer
+
+
+def available(variant: str) -> bool:
+    if variant != "quack":
+        return True
+    try:
+        import quack.gemm_interface  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+class Point:
+    """One (shape, tokens): weights, a pool of routed batches, the reference of batch 0."""
+
+    def __init__(self, shape, tokens: int, seed: int = 0) -> None:
+        import torch
+
+        self.shape, self.tokens = shape, tokens
+        w = MoEWeights.random(shape, torch.bfloat16, seed)
+        self.w1, self.w2 = w.w13, w.w2
+        g = torch.Generator(device="cuda").manual_seed(seed + 1)
+        self.pool = []
+        for _ in range(POOL):
+            x = torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
+            weights, ids, offs = route(x, w.router, shape.top_k)
+            self.pool.append((x, weights, ids))
+        self.active = int((offs.diff(prepend=offs.new_zeros(1)) > 0).sum()) if tokens else 0
+        self.ref = moe_experts_reference(self.pool[0][0], self.w1, self.w2, *self.pool[0][1:])
+
+    def error(self, out, batch: int = 0) -> float:
+        ref = self.ref if batch == 0 else moe_experts_reference(self.pool[batch][0], self.w1, self.w2,
+                                                                *self.pool[batch][1:])
+        return ((out.float() - ref).abs().max() / ref.abs().max()).item()
+
+
+def eager_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
+    import torch
+
+    def once() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for i in range(calls):
+            fn(p.pool[i % POOL][0], p.w1, p.w2, *p.pool[i % POOL][1:])
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / calls
+
+    return once
+
+
+def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
+    """The layer captured once; checked on batch 0, then on batch 1 copied into its inputs."""
+    import torch
+
+    inputs = [t.clone() for t in p.pool[0]]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn(inputs[0], p.w1, p.w2, *inputs[1:])  # warm-up on a side stream, as torch asks
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
+
+    def load(batch: int) -> None:
+        for dst, src in zip(inputs, p.pool[batch]):
+            dst.copy_(src)
+
+    for batch in (0, 1):
+        load(batch)
+        graph.replay()
+        torch.cuda.synchronize()
+        err = p.error(out, batch)
+        if not err <= TOLERANCE:
+            raise AssertionError(f"graph replay on batch {batch}: relative error {err:.2e}")
+
+    def once() -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for i in range(calls):
+            load(i % POOL)
+            graph.replay()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e3 / calls
+
+    once.graph = graph  # keep the graph (and its pool) alive with the timer
+    return once
+
+
+def run(args, machine: Dict[str, Any]) -> Report:
+    import torch
+
+    report = Report("W8", "MoE expert layer after the router: torch vs gcdsl vs fused_moe vs quack",
+                    config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
+                            "quack": "gemm_act(A_idx, swiglu, concat_layout=('B',)) + gemm, tuned=False"})
+    copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
+    shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
+    variants = [v for v in VARIANTS if v in (args.variants.split(",") if args.variants else VARIANTS)]
+    for shape in shapes:
+        for t in tokens:
+            p = Point(shape, t)
+            bound_us = shape.weight_bytes(p.active) / (copy_gbps * 1e9) * 1e6
+            print(f"\n{shape.name}, {t} tokens: {p.active} active experts, weight-streaming bound "
+                  f"{bound_us:.1f} us", flush=True)
+            timers: Dict[tuple, Callable[[], float]] = {}
+            for v in variants:
+                if not available(v):
+                    for mode in MODES:
+                        report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=SKIPPED,
+                                   detail="quack-kernels is not installed")
+                    continue
+                try:
+                    fn = layer(v)
+                    err = p.error(fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:]))
+                    if not err <= TOLERANCE:
+                        raise AssertionError(f"relative error {err:.2e}")
+                    timers[(v, "graph")] = graph_timer(p, fn, args.calls)
+                    timers[(v, "eager")] = eager_timer(p, fn, args.calls)
+                except Exception as exc:  # noqa: BLE001  (a failing variant is reported, not fatal)
+                    status = FAILED if isinstance(exc, AssertionError) else ERROR
+                    print(f"  {v}: {status}: {str(exc)[:300]}", flush=True)
+                    if args.verbose:
+                        traceback.print_exc()
+                    for mode in MODES:
+                        report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=status,
+                                   detail=str(exc)[:2000])
+            samples: Dict[tuple, List[float]] = {key: [] for key in timers}
+            for _ in range(args.rounds):  # alternating rounds
+                for key, once in timers.items():
+                    samples[key].append(once())
+            for (v, mode), s in samples.items():
+                us = statistics.median(s)
+                report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=OK, us=us, rounds_us=s,
+                           active_experts=p.active, bound_us=bound_us, vs_bound=us / bound_us if bound_us else None)
+            del p, timers
+            torch.cuda.empty_cache()
+    summarize_report(report, shapes, tokens, variants)
+    return report
+
+
+def _us(report: Report, shape: str, t: int, v: str, mode: str):
+    for r in report.rows:
+        if (r["shape"], r["tokens"], r["variant"], r["mode"]) == (shape, t, v, mode) and r["status"] == OK:
+            return r["us"]
+    return None
+
+
+def summarize_report(report: Report, shapes, tokens, variants) -> None:
+    for mode in MODES:
+        rows = []
+        for shape in shapes:
+            for t in tokens:
+                cells = [shape.name, t] + [f"{u:.1f}" if (u := _us(report, shape.name, t, v, mode)) else "-"
+                                            for v in variants]
+                ours, torch_us = _us(report, shape.name, t, "fused_moe", mode), _us(report, shape.name, t, "torch", mode)
+                bound = next((r["bound_us"] for r in report.rows if (r["shape"], r["tokens"]) == (shape.name, t)
+                              and r.get("bound_us")), None)
+                cells += [f"{torch_us / ours:.2f}x" if ours and torch_us else "-",
+                          f"{ours / bound:.2f}x" if ours and bound else "-"]
+                rows.append(cells)
+                if ours and torch_us:
+                    report.notes.append(f"{shape.name} {t} tokens {mode}: fused_moe {torch_us / ours:.2f}x torch")
+        print(f"\n{mode}: us per layer")
+        print(table(["shape", "tokens", *variants, "torch / fused_moe", "fused_moe / bound"], rows))
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="W8 fused MoE benchmark (see the module docstring)")
+    p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
+    p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,8,64,512,4096)")
+    p.add_argument("--variants", default="", help="comma-separated subset of " + ",".join(VARIANTS))
+    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--verbose", action="store_true")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from benchmarks import harness
+
+    return harness.main_on_gpu("W8", run, parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

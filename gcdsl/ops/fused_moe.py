@@ -1,0 +1,113 @@
+"""`fused_moe`: an MoE expert layer after the router, with the interface inference engines use.
+
+    out = gcdsl.ops.fused_moe(x, w1, w2, topk_weights, topk_ids)
+
+`x` (T, H); `w1` (E, 2I, H), the gate rows then the up rows; `w2` (E, H, I);
+`topk_weights` (T, k) floating point and `topk_ids` (T, k) integers, all on one GPU.
+The result (T, H), in x's dtype, is
+
+    out[t] = sum_j topk_weights[t, j] * (silu(x[t] @ gate_e^T) * (x[t] @ up_e^T)) @ w2_e^T,  e = topk_ids[t, j]
+
+with fp32 accumulation. A token may name an expert twice (each slot counts). The steps,
+each on the device, none reading the routing back on the host (so a call can be
+captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change):
+
+    route     the token slots (t, j) sorted by expert, stably, and each expert's slot
+              count by a scatter-add (`torch.bincount` would synchronise to size its
+              result), summed into the groups' ends `offs`;
+    gate-up   `grouped_mm_swiglu` over x's rows in slot order: silu(gate) * up, (T k, I),
+              the activation applied in the GEMM's epilogue;
+    down      `grouped_mm`: (T k, H);
+    combine   each slot's row, times its weight, added into its token's row in float32.
+
+The values of `topk_ids` are not read on the host: an id outside [0, E) is found by
+torch's own device-side bounds check, which ends the CUDA context. `validate=True`
+reads them first (one synchronisation) and says which is wrong, at the caller's line.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import torch
+
+from .grouped_cases import fail
+from .grouped_mm import grouped_mm, grouped_mm_swiglu
+
+
+def fused_moe(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+              topk_ids: torch.Tensor, *, validate: bool = False) -> torch.Tensor:
+    """The MoE expert layer of the module docstring, (T, H) in x's dtype."""
+    _check(x, w1, w2, topk_weights, topk_ids)
+    if validate:
+        _check_ids(topk_ids, w1.shape[0])
+    return torch.ops.gcdsl.fused_moe(x, w1, w2, topk_weights, topk_ids)
+
+
+def route_slots(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(order, offs): the token slots (flat indices t k + j) sorted by expert, stably, and
+    the int32 cumulative slot count of each expert, on topk_ids' device, without a sync."""
+    flat = topk_ids.reshape(-1)
+    order = flat.argsort(stable=True)
+    counts = torch.zeros(experts, dtype=torch.int32, device=flat.device)
+    counts.scatter_add_(0, flat.long(), torch.ones_like(flat, dtype=torch.int32))
+    return order, counts.cumsum(0, dtype=torch.int32)
+
+
+@torch.library.custom_op("gcdsl::fused_moe", mutates_args=())
+def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor) -> torch.Tensor:
+    tokens, top_k = topk_ids.shape
+    order, offs = route_slots(topk_ids, w1.shape[0])
+    token = order // top_k
+    act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
+    y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H)
+    weighted = y.float() * topk_weights.reshape(-1)[order, None].float()
+    out = torch.zeros(tokens, x.shape[1], dtype=torch.float32, device=x.device)
+    return out.index_add_(0, token, weighted).to(x.dtype)
+
+
+@_fused_moe_op.register_fake
+def _fused_moe_fake(x, w1, w2, topk_weights, topk_ids):
+    _check(x, w1, w2, topk_weights, topk_ids)
+    return x.new_empty(x.shape)
+
+
+def _check(x, w1, w2, topk_weights, topk_ids) -> None:
+    for name, t in (("x", x), ("w1", w1), ("w2", w2), ("topk_weights", topk_weights), ("topk_ids", topk_ids)):
+        if not isinstance(t, torch.Tensor):
+            fail(f"`{name}` is {type(t).__name__}, not a torch.Tensor", param=name)
+    if x.dim() != 2 or w1.dim() != 3 or w2.dim() != 3:
+        fail(f"x is {tuple(x.shape)}, w1 {tuple(w1.shape)} and w2 {tuple(w2.shape)}: expected (T, H), "
+             "(E, 2I, H) and (E, H, I)", param="x" if x.dim() != 2 else "w1" if w1.dim() != 3 else "w2")
+    (tokens, hidden), (experts, two_i, _) = x.shape, w1.shape
+    if w1.shape[2] != hidden or tuple(w2.shape) != (experts, hidden, two_i // 2) or two_i % 2:
+        fail(f"x is {tuple(x.shape)}, w1 {tuple(w1.shape)} and w2 {tuple(w2.shape)}: with H = {hidden} and "
+             f"E = {experts}, w1 must be (E, 2I, H) and w2 (E, H, I)", param="w2" if w1.shape[2] == hidden else "w1",
+             hint="w1 holds each expert's gate rows, then its up rows; w2 its down projection")
+    if x.dtype not in (torch.bfloat16, torch.float16) or w1.dtype != x.dtype or w2.dtype != x.dtype:
+        fail(f"x is {x.dtype}, w1 {w1.dtype} and w2 {w2.dtype}; all must be torch.bfloat16 or all torch.float16",
+             param="x" if x.dtype not in (torch.bfloat16, torch.float16) else "w1" if w1.dtype != x.dtype else "w2")
+    if topk_ids.dim() != 2 or topk_ids.shape[0] != tokens or tuple(topk_weights.shape) != tuple(topk_ids.shape):
+        fail(f"topk_ids is {tuple(topk_ids.shape)} and topk_weights {tuple(topk_weights.shape)}; x has {tokens} "
+             "tokens: both must be (T, k)", param="topk_ids" if topk_ids.dim() != 2 or topk_ids.shape[0] != tokens
+             else "topk_weights")
+    if topk_ids.dtype.is_floating_point or topk_ids.dtype == torch.bool or topk_ids.is_complex():
+        fail(f"topk_ids is {topk_ids.dtype}; expected integers (the router's top-k indices)", param="topk_ids")
+    if not topk_weights.dtype.is_floating_point:
+        fail(f"topk_weights is {topk_weights.dtype}; expected a floating-point type", param="topk_weights")
+    if topk_ids.shape[1] > experts:
+        fail(f"k = {topk_ids.shape[1]} experts a token, more than the E = {experts} there are", param="topk_ids")
+    for name, t in (("w1", w1), ("w2", w2), ("topk_weights", topk_weights), ("topk_ids", topk_ids)):
+        if t.device != x.device:
+            fail(f"{name} is on {t.device} and x on {x.device}; everything must be on x's GPU", param=name)
+    if x.device.type != "cuda":
+        fail(f"x is on {x.device}; fused_moe runs on a CUDA GPU", param="x")
+
+
+def _check_ids(topk_ids: torch.Tensor, experts: int) -> None:
+    """The values of `topk_ids` within [0, E), read on the host (`validate=True`)."""
+    bad = ((topk_ids < 0) | (topk_ids >= experts)).nonzero()
+    if bad.numel():
+        t, j = bad[0].tolist()
+        fail(f"topk_ids[{t}, {j}] = {int(topk_ids[t, j])} is not an expert: there are E = {experts}, "
+             f"ids 0 to {experts - 1} ({bad.shape[0]} such slots)", param="topk_ids")

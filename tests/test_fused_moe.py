@@ -1,0 +1,172 @@
+"""gcdsl.ops.fused_moe: the MoE expert layer after the router.
+
+Without a GPU: the routing bookkeeping (on CPU tensors), every check at the caller's
+line, and the custom op traced with its fake implementation. On a Hopper GPU: the layer
+against a float32 reference of the same layer, over token counts, k and the routings
+that break layers (every slot on one expert, experts without tokens, a token naming an
+expert twice), and a captured graph replayed after the routing changed in place.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import gcdsl.ops  # noqa: E402
+from gcdsl import Diag, GcdslError  # noqa: E402
+from gcdsl.ops.fused_moe import _check_ids, route_slots  # noqa: E402
+
+
+def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
+    ids = torch.tensor([[3, 0], [0, 3], [1, 1], [3, 2]])
+    order, offs = route_slots(ids, experts=5)
+    assert order.tolist() == [1, 2, 4, 5, 7, 0, 3, 6]  # expert 0: slots 1, 2; 1: 4, 5; 2: 7; 3: 0, 3, 6
+    assert offs.dtype == torch.int32 and offs.tolist() == [2, 4, 5, 8, 8]  # expert 4 has none
+
+
+def _layer(experts=8, hidden=128, inter=128, tokens=16, k=2, device="cuda", dtype=torch.bfloat16):
+    return (torch.empty(tokens, hidden, dtype=dtype, device=device),
+            torch.empty(experts, 2 * inter, hidden, dtype=dtype, device=device),
+            torch.empty(experts, hidden, inter, dtype=dtype, device=device),
+            torch.empty(tokens, k, dtype=torch.float32, device=device),
+            torch.empty(tokens, k, dtype=torch.int64, device=device))
+
+
+def test_checks_name_the_callers_line_and_the_parameter():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    def empty(*shape, dtype=torch.bfloat16):
+        return torch.empty(*shape, dtype=dtype, device="cuda")
+
+    with FakeTensorMode():
+        x, w1, w2, weights, ids = _layer()
+        cases = {  # parameter: (the call's arguments, what the message says)
+            "w2": ((x, w1, empty(8, 128, 64), weights, ids), "w2 (E, H, I)"),
+            "w1": ((x, empty(8, 256, 128, dtype=torch.float16), w2, weights, ids), "all must be torch.bfloat16"),
+            "topk_ids": ((x, w1, w2, weights, empty(16, 2, dtype=torch.float32)), "expected integers"),
+            "topk_weights": ((x, w1, w2, empty(8, 2, dtype=torch.float32), ids), "both must be (T, k)"),
+        }
+        errors = {}
+        for param, (args, _) in cases.items():
+            with pytest.raises(GcdslError) as info:
+                gcdsl.ops.fused_moe(*args)
+            errors[param] = info.value
+        with pytest.raises(GcdslError) as info:
+            gcdsl.ops.fused_moe(*_layer(experts=2, k=3))
+        errors["k"] = info.value
+    for param, (_, says) in cases.items():
+        err = errors[param]
+        assert err.diag is Diag.BAD_OP_INPUT and err.param == param and says in err.message, (param, err)
+        assert err.location.filename == __file__
+    assert "k = 3 experts a token, more than the E = 2" in errors["k"].message
+
+
+def test_validate_reads_the_ids_and_names_the_first_bad_slot():
+    _check_ids(torch.tensor([[0, 7], [3, 1]]), 8)  # in range: nothing to say
+    with pytest.raises(GcdslError) as info:
+        _check_ids(torch.tensor([[0, 7], [8, -1]]), 8)
+    assert "topk_ids[1, 0] = 8 is not an expert" in info.value.message and "(2 such slots)" in info.value.message
+
+
+def test_traced_layer_holds_the_custom_op_with_its_fake_shape():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    with FakeTensorMode():
+        args = _layer(tokens=5)
+        graph = make_fx(lambda *a: gcdsl.ops.fused_moe(*a) + 1)(*args)
+        out = torch.ops.gcdsl.fused_moe(*args)
+    assert "gcdsl.fused_moe.default" in graph.code
+    assert (tuple(out.shape), out.dtype) == ((5, 128), torch.bfloat16)
+
+
+# ---- on a Hopper GPU ------------------------------------------------------------------
+
+def _weights(experts, hidden, inter, seed=0, dtype=torch.bfloat16):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    w1 = (torch.randn(experts, 2 * inter, hidden, device="cuda", generator=g) / hidden ** 0.5).to(dtype)
+    w2 = (torch.randn(experts, hidden, inter, device="cuda", generator=g) / inter ** 0.5).to(dtype)
+    return w1, w2
+
+
+def _reference(x, w1, w2, weights, ids):
+    """The same layer in float32, slot by slot."""
+    import torch.nn.functional as F
+
+    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
+    for e in ids.unique().tolist():
+        tokens, slot = (ids == e).nonzero(as_tuple=True)
+        gate, up = (x[tokens].float() @ w1[e].float().t()).chunk(2, dim=-1)
+        y = (F.silu(gate) * up) @ w2[e].float().t()
+        out.index_add_(0, tokens, y * weights[tokens, slot, None].float())
+    return out
+
+
+def _routing(tokens, experts, k, kind, seed=0):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    if kind == "random":
+        ids = torch.rand(tokens, experts, device="cuda", generator=g).argsort(dim=1)[:, :k]
+    elif kind == "one expert":  # every slot on expert 3: the others get no rows
+        ids = torch.full((tokens, k), 3, device="cuda")
+    elif kind == "duplicates":  # a token naming one expert twice
+        ids = torch.randint(0, experts, (tokens, k), device="cuda", generator=g)
+        ids[:, -1] = ids[:, 0]
+    weights = torch.rand(tokens, k, device="cuda", generator=g).softmax(dim=-1)
+    return weights, ids
+
+
+def _check_close(out, ref):
+    err = ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
+    assert err <= 2e-2, err
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 2, 8, 64, 512, 4096])
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_layer_against_float32(tokens, k):
+    experts, hidden, inter = 16, 256, 192
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=tokens + k)
+    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids, validate=True), _reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["one expert", "duplicates"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_on_the_routings_that_break_layers(kind, dtype):
+    experts, hidden, inter, tokens, k = 8, 128, 256, 300, 2
+    w1, w2 = _weights(experts, hidden, inter, dtype=dtype)
+    x = torch.randn(tokens, hidden, device="cuda").to(dtype)
+    weights, ids = _routing(tokens, experts, k, kind)
+    out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+    assert out.dtype == dtype
+    _check_close(out, _reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_captured_layer_replays_after_the_routing_changed():
+    experts, hidden, inter, tokens, k = 16, 256, 128, 64, 4
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=1)
+    gcdsl.ops.fused_moe(x, w1, w2, weights, ids)  # compile and warm up outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+    for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates")):
+        new_weights, new_ids = _routing(tokens, experts, k, kind, seed=seed)
+        weights.copy_(new_weights)
+        ids.copy_(new_ids)
+        x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
+        out.fill_(float("nan"))
+        graph.replay()
+        _check_close(out, _reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_validate_refuses_an_id_out_of_range_on_the_gpu():
+    w1, w2 = _weights(4, 128, 128)
+    x = torch.randn(3, 128, device="cuda").to(torch.bfloat16)
+    ids = torch.tensor([[0, 1], [2, 4], [3, 0]], device="cuda")
+    with pytest.raises(GcdslError) as info:
+        gcdsl.ops.fused_moe(x, w1, w2, torch.ones(3, 2, device="cuda"), ids, validate=True)
+    assert "topk_ids[1, 1] = 4 is not an expert" in info.value.message
