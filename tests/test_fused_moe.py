@@ -43,6 +43,7 @@ def test_checks_name_the_callers_line_and_the_parameter():
             "w1": ((x, empty(8, 256, 128, dtype=torch.float16), w2, weights, ids), "all must be torch.bfloat16"),
             "topk_ids": ((x, w1, w2, weights, empty(16, 2, dtype=torch.float32)), "expected integers"),
             "topk_weights": ((x, w1, w2, empty(8, 2, dtype=torch.float32), ids), "both must be (T, k)"),
+            "x": ((empty(16, 124), empty(8, 256, 124), empty(8, 124, 128), weights, ids), "H a multiple of 8"),
         }
         errors = {}
         for param, (args, _) in cases.items():

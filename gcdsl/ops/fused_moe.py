@@ -84,6 +84,10 @@ def _check(x, w1, w2, topk_weights, topk_ids) -> None:
         fail(f"x is {tuple(x.shape)}, w1 {tuple(w1.shape)} and w2 {tuple(w2.shape)}: with H = {hidden} and "
              f"E = {experts}, w1 must be (E, 2I, H) and w2 (E, H, I)", param="w2" if w1.shape[2] == hidden else "w1",
              hint="w1 holds each expert's gate rows, then its up rows; w2 its down projection")
+    if two_i % 128 or hidden % 8:
+        fail(f"H = {hidden} and I = {two_i // 2}: the kernels need H a multiple of 8 (16-byte rows) and I a "
+             "multiple of 64 (SwiGLU's tiles)", param="w1" if two_i % 128 else "x",
+             hint="pad the intermediate (or hidden) size with zero rows and columns")
     if x.dtype not in (torch.bfloat16, torch.float16) or w1.dtype != x.dtype or w2.dtype != x.dtype:
         fail(f"x is {x.dtype}, w1 {w1.dtype} and w2 {w2.dtype}; all must be torch.bfloat16 or all torch.float16",
              param="x" if x.dtype not in (torch.bfloat16, torch.float16) else "w1" if w1.dtype != x.dtype else "w2")
