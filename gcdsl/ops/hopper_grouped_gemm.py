@@ -60,11 +60,16 @@ Roles (384 threads, three warpgroups)
     WGMMAs (it still waits for and releases every stage): a group of 64 rows
     costs half a tile of tensor-core time.
 
-Ping-pong (`GemmConfig.schedule="pingpong"`, not the default yet): tiles of 128 x 128
-or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn (`consume_pingpong`), each
-waiting for and releasing only its own tiles' stages, storing through its own sub-tile
-buffers with its own named barrier, so that one warpgroup's epilogue runs while the
-other's WGMMAs do. No pairs.
+Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
+N <= 1536): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
+tiles in turn (`consume_pingpong`), each waiting for and releasing only its own tiles'
+stages, storing through its own sub-tile buffers with its own named barrier, so that
+one warpgroup's epilogue runs while the other's WGMMAs do. No pairs.
+
+SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
+tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue
+pairs each gate accumulator with its up accumulator (same thread, tile_n / 2 columns
+on) and stores silu(gate) * up, half the tile's columns.
 
 Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
 consecutive M-tiles of one group and the same B tile; each loads half of the B
