@@ -71,7 +71,7 @@ PINGPONG_MAX_N = 1536
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
                out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
     """`torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype)`, every case, differentiable."""
-    if _plain_eager_call(a, b, offs):
+    if plain_eager_call(a, b, offs):
         # The same code as the op's, without the dispatcher's cost (tens of microseconds).
         return _grouped_mm_impl(a, b, offs, out_dtype)
     return torch.ops.gcdsl.grouped_mm(a, b, offs, out_dtype)
@@ -85,17 +85,18 @@ def grouped_mm_swiglu(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
 
     `a` (T, K) grouped by `offs`; `b` (G, K, N) K-major, as `w13.transpose(-2, -1)` of the
     weights (G, N, K) with the gate rows first. Forward only (no autograd formula)."""
-    if _plain_eager_call(a, b, offs):
+    if plain_eager_call(a, b, offs):
         return _grouped_mm_impl(a, b, offs, out_dtype, activation="swiglu")
     return torch.ops.gcdsl.grouped_mm_swiglu(a, b, offs, out_dtype)
 
 
-def _plain_eager_call(a: Any, b: Any, offs: Any) -> bool:
-    """Plain tensors, no tracing (torch.compile, make_fx, fake tensors), no autograd."""
+def plain_eager_call(*tensors: Any) -> bool:
+    """Plain tensors (None allowed), no tracing (torch.compile, make_fx, fake tensors), no
+    autograd: an op's own code may run without the dispatcher's cost (tens of microseconds)."""
     in_mode = getattr(torch.utils._python_dispatch, "is_in_torch_dispatch_mode", None)
+    given = [t for t in tensors if t is not None]
     return (not torch.compiler.is_compiling() and in_mode is not None and not in_mode()
-            and all(type(t) is torch.Tensor for t in (a, b)) and (offs is None or type(offs) is torch.Tensor)
-            and not (a.requires_grad or b.requires_grad))
+            and all(type(t) is torch.Tensor for t in given) and not any(t.requires_grad for t in given))
 
 
 @torch.library.custom_op("gcdsl::grouped_mm", mutates_args=())
