@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import ROOT, has_gpu
 
 TUTORIALS = ("tutorials/01_batch_copy.py", "tutorials/02_megakernel.py", "tutorials/03_grouped_gemm.py",
-             "tutorials/05_expert_parallel.py")
+             "tutorials/04_fused_moe.py", "tutorials/05_expert_parallel.py")
 
 
 def run_tutorial(args, tmp_path, **env_vars):
@@ -62,6 +62,17 @@ def test_tutorial_03_grouped_gemm(tmp_path):
         assert "self.produce(" in proc.stdout and "self.consume(" in proc.stdout  # the roles
         assert "532 bytes in 8 parameters" in proc.stdout  # three descriptors, whatever the expert count
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
+
+
+def test_tutorial_04_fused_moe(tmp_path):
+    proc = run_tutorial(["tutorials/04_fused_moe.py", "--experts", "16"], tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-4000:]
+    if has_gpu():
+        assert "verify against float32: PASS" in proc.stdout and "graph us" in proc.stdout
+    else:
+        assert "1 5-D TMA load of w1 a stage" in proc.stdout  # gate and up rows in one box
+        assert "64 ex2 and 64 rcp a thread" in proc.stdout and "(768 of the 1536 columns)" in proc.stdout
+        assert "532 bytes in 8 parameters" in proc.stdout and "local memory: none" in proc.stdout
 
 
 def test_tutorial_05_expert_parallel_on_two_cpu_processes(tmp_path):
