@@ -15,7 +15,9 @@ Variants: `gcdsl.ops.grouped_mm`, `torch._grouped_mm`, and quack-kernels' `gemm`
 `cu_seqlens_m` (the 2D x 3D cases) or `cu_seqlens_k` (the weight gradient), its default
 configuration (`tuned=False`; skipped where `quack` is not importable); and gcdsl's
 kernel held to its cooperative consumer schedule (`cooperative`: `grouped_mm_into(...,
-schedule="cooperative")`), to show what the default's choice of schedule gains.
+schedule="cooperative")`), to show what the default's choice of schedule gains. With
+`--every-config`, gcdsl forced to each configuration it has too (`FORCED`): the data
+behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm.py).
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -57,6 +59,11 @@ CASES = ("w13 forward", "w13 input grad", "w13 weight grad", "w2 forward", "w2 i
 TOLERANCE = 1e-2
 STEP_TOLERANCE = 2e-2
 POOL = 4  # distinct token batches for the training step: new routing every step
+# `--every-config`: gcdsl forced to each schedule, tile width and cluster size it has
+# ("gcdsl <schedule> <tile_n>[ pairs]"; pairs for ragged M only, so not the weight gradients)
+FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs in (
+    ("cooperative", 128, ""), ("cooperative", 256, ""), ("cooperative", 128, " pairs"), ("cooperative", 256, " pairs"),
+    ("pingpong", 128, ""), ("pingpong", 192, "")))
 
 
 def quack_available() -> bool:
@@ -77,11 +84,15 @@ def grouped(variant: str, a, b, offs):
         import gcdsl.ops
 
         return gcdsl.ops.grouped_mm(a, b, offs)
-    if variant == "cooperative":
+    if variant == "cooperative" or variant.startswith("gcdsl "):
         from gcdsl.ops.grouped_cases import describe
         from gcdsl.ops.grouped_mm import grouped_mm_into
 
-        return grouped_mm_into(a, b, offs, describe(a, b, offs, None).make_output(a.device), schedule="cooperative")
+        out = describe(a, b, offs, None).make_output(a.device)
+        if variant == "cooperative":
+            return grouped_mm_into(a, b, offs, out, schedule="cooperative")
+        _, schedule, tile_n, *pairs = variant.split()
+        return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm
 
     cu_seqlens = torch.nn.functional.pad(offs, (1, 0))
@@ -143,6 +154,8 @@ def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
         a, b = c.operands[case]
         ref = reference(a, b, c.offs)
         for v in variants:
+            if v.endswith(" pairs") and "weight grad" in case:
+                continue  # pairs are built for ragged M
             try:
                 err = ((grouped(v, a, b, c.offs).float() - ref).abs().max() / ref.abs().max()).item()
                 if not err <= TOLERANCE:
@@ -257,6 +270,12 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
+    forced = [v for v in FORCED if any(r["variant"] == v for r in report.rows)]
+    if forced:  # --every-config: the default's time over each forced configuration's
+        rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
+                for s in shapes for t in tokens for case in CASES]
+        print("\ngcdsl forced to each configuration: device microseconds")
+        print(table(["shape", "tokens", "case", *(v[len("gcdsl "):] for v in forced)], rows))
 
 
 def _plot(report: Report, machine: Dict[str, Any], shapes: List[str], tokens: List[int]):
@@ -304,6 +323,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
     variants = [v for v in VARIANTS if v != "quack" or quack_available()]
     if args.no_cooperative:
         variants.remove("cooperative")
+    if args.every_config:
+        variants += FORCED
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
                             "quack": "gemm(cu_seqlens_m= or cu_seqlens_k=..., tuned=False)"})
@@ -341,6 +362,8 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=3, help="training steps per timed batch")
     p.add_argument("--no-step", action="store_true", help="time the GEMMs only")
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
+    p.add_argument("--every-config", action="store_true",
+                   help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -63,8 +63,9 @@ PAIR_ROWS_PER_GROUP = 1024
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
 # of rows. Measured on the Qwen3-30B-A3B and DeepSeek-V3 training GEMMs at 4,096 and
-# 16,384 tokens (N 768 to 7168): 1.05x to 1.19x the cooperative schedule at N 768 and
-# 1536, 0.96x to 1.04x at N 2048, 0.9x to 1.0x above it and on the grouped reduction.
+# 16,384 tokens (N 768 to 7168; `benchmarks/w7_training.py --every-config`): 1.05x to
+# 1.19x the cooperative schedule at N 768 and 1536, 0.96x to 1.04x at N 2048, 0.9x to
+# 1.0x above it and on the grouped reduction.
 PINGPONG_MAX_N = 1536
 
 
