@@ -108,9 +108,10 @@ class Point:
         self.pool = []
         for _ in range(POOL):
             x = torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
-            weights, ids, offs = route(x, w.router, shape.top_k)
+            weights, ids, _ = route(x, w.router, shape.top_k)
             self.pool.append((x, weights, ids))
-        self.active = int((offs.diff(prepend=offs.new_zeros(1)) > 0).sum()) if tokens else 0
+        offs = expert_ends(self.pool[0][2], shape.experts)  # batch 0's experts with a slot
+        self.active = int((offs.diff(prepend=offs.new_zeros(1)) > 0).sum())
         self.ref = moe_experts_reference(self.pool[0][0], self.w1, self.w2, *self.pool[0][1:])
 
     def error(self, out, batch: int = 0) -> float:
