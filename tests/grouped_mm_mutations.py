@@ -4,9 +4,9 @@
     python -m tests.grouped_mm_mutations rows_plus_one
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
 
-Each mutation is one textual edit of `gcdsl/ops/hopper_grouped_gemm.py` in a copy
-of the tree (the kernel's source is read from its file, so the copy is what
-compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
+Each mutation is one textual edit of the kernel (`gcdsl/ops/hopper_grouped_gemm/`,
+in whichever of its files holds the text, once) in a copy of the tree (the kernel's
+source is read from its files, so the copy is what compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
 first failure. A mutation that leaves them green is a hole in the tests: the run
 exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
 small case instead and must make it report.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,18 @@ import tempfile
 from typing import Dict, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm.py")
+KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the kernel's package
+
+
+def kernel_files(root: str = ROOT) -> Dict[str, str]:
+    """The kernel's source files under `root`: path: text."""
+    folder = pathlib.Path(root, KERNEL)
+    return {str(path): path.read_text() for path in sorted(folder.glob("*.py"))}
+
+
+def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
+    """Files of the kernel under `root` that hold `old`, with how often."""
+    return {path: text.count(old) for path, text in kernel_files(root).items() if old in text}
 TESTS = ["tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
          "-k", "edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
@@ -92,12 +104,13 @@ def run(name: str) -> bool:
     with tempfile.TemporaryDirectory(prefix=f"gcdsl-mutant-{name}-") as tmp:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".gpu", "__pycache__", "results"))
-        path = os.path.join(copy, KERNEL)
+        found = occurrences(old, copy)
+        if sum(found.values()) != 1:
+            print(f"{name}: the text to mutate occurs {sum(found.values())} times; update the mutation")
+            return False
+        (path,) = found
         with open(path) as f:
             text = f.read()
-        if text.count(old) != 1:
-            print(f"{name}: the text to mutate occurs {text.count(old)} times; update the mutation")
-            return False
         with open(path, "w") as f:
             f.write(text.replace(old, new))
         env = {**os.environ, "PYTHONPATH": copy + os.pathsep + os.environ.get("PYTHONPATH", ""),

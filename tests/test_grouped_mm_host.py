@@ -349,14 +349,16 @@ def test_fake_implementation_refuses_what_the_kernel_cannot_serve():
 def test_every_seeded_kernel_bug_still_applies():
     """tests/grouped_mm_mutations.py edits the kernel's text (on a GPU host): each edit must
     still find its text exactly once, or a refactor would leave a seeded bug unseeded."""
-    import os
+    import ast
 
     from tests import grouped_mm_mutations as mutations
 
-    with open(os.path.join(mutations.ROOT, mutations.KERNEL)) as f:
-        text = f.read()
-    for name, (old, _) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS}.items():
-        assert text.count(old) == 1, name
+    files = mutations.kernel_files()
+    for name, (old, new) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS}.items():
+        found = mutations.occurrences(old)
+        assert sum(found.values()) == 1, name
+        (path,) = found
+        ast.parse(files[path].replace(old, new))  # a seeded bug, not a syntax error that fails anything
 
 
 def test_a_cpu_offs_under_graph_capture_is_refused_at_the_calling_line(monkeypatch):

@@ -15,7 +15,7 @@ empty group of the grouped reduction gets zeros.
 
 `offs` may live on the GPU, where an MoE router makes it: the kernel reads it
 from global memory and its persistent scheduler derives each group's tiles from
-it on the device (`hopper_grouped_gemm.py`). A call never copies `offs` to the
+it on the device (`hopper_grouped_gemm/`). A call never copies `offs` to the
 host or waits for the GPU, and can be captured in a CUDA graph: a replay reads
 whatever `offs` holds then. A CUDA `offs` is not checked (that would need its
 values on the host): the kernel clamps each end to [previous end, T], so a bad

@@ -1,0 +1,153 @@
+"""What one compiled grouped GEMM is specialised for (`GemmConfig`, with its one validity
+check), and the kernel's fixed sizes: tiles, threads, registers, barriers, stages."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cutlass
+import cutlass.pipeline as pipeline
+from ..grouped_cases import MAX_GROUPS  # a lane of the schedule warp holds G / 32 groups in registers
+
+TILE_M = 128
+TILE_K = 64
+TILE_NS = (128, 256)  # cooperative: both warpgroups' accumulators hold one tile
+EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
+# How the two consumer warpgroups share the work (`GemmConfig.schedule`):
+#   "cooperative"  both on each 128-row tile, 64 rows each, and both on its epilogue;
+#   "pingpong"     each on every other tile of the CTA, so that one's epilogue runs
+#                  while the other's WGMMAs do (the tensor cores idle through the
+#                  epilogues otherwise). A warpgroup's accumulators hold its whole
+#                  128-row tile, so N stops at 192 (192 of its threads' registers).
+#                  Its own sub-tile buffers and barrier each.
+SCHEDULES = ("cooperative", "pingpong")
+PINGPONG_TILE_M = 128
+PINGPONG_TILE_NS = (128, 192)
+
+THREADS = 384
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
+CONSUMER_WARPS = 8
+SCHEDULE_WARP = 1  # builds the schedule from offs while warp 0 prefetches descriptors
+FIRST_CONSUMER_WARP = 4
+EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
+# Ping-pong: ids 1 and 2 are the warpgroups' epilogue barriers; 3 and 4 (3 + the
+# warpgroup's turn) hand the mainloop from one warpgroup to the other (`consume_pingpong`).
+FIRST_TURN_BARRIER = 3
+MAX_STAGES = 8
+HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
+
+AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
+# What the epilogue applies: nothing, or SwiGLU over B's two halves (B's rows [0, N/2)
+# the gate, [N/2, N) the up projection: an MoE's w13 as models store it). With "swiglu"
+# each tile holds tile_n/2 gate and the matching tile_n/2 up columns, and stores
+# silu(gate) * up: tile_n/2 columns of an (M, N/2) output.
+ACTIVATIONS = ("none", "swiglu")
+# What is grouped: the rows of A and of the output ("m", ragged by `offs`), the
+# reduction ("k", ragged by `offs`, a 3-D output), or nothing ("batch", G equal problems).
+RAGGED_MODES = ("m", "k", "batch")
+A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
+B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
+C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
+
+
+def pairs_fit(n: int, tile_n: int) -> bool:
+    """Whether, in a pair, each CTA's half of every B tile starts inside B's N rows."""
+    return n % tile_n == 0 or n % tile_n > tile_n // 2
+
+
+def groups_per_lane(groups: int) -> int:
+    """Groups each lane of the schedule warp reads: consecutive ones, G / 32 rounded up."""
+    return -(-groups // 32)
+
+
+def header_bytes(groups: int) -> int:
+    """Shared memory before the A/B ring: mbarriers, then the schedule's two Int32 columns."""
+    schedule = 4 * (2 * 32 * groups_per_lane(groups) + 1)  # tile_end, and row_end after a leading 0
+    return -(-(MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """What one compiled kernel is specialised for. `__post_init__` is its one validity check."""
+
+    ab_dtype: Any
+    c_dtype: Any
+    groups: int
+    n: int
+    k: int  # 0 when K is ragged (a runtime extent)
+    tile_n: int
+    # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
+    # and the same B tile, each loading half of it and multicasting it to both.
+    cluster_m: int = 1
+    ragged: str = "m"
+    a_major: str = "k"
+    b_major: str = "k"
+    m: int = 0  # M when K is ragged (then M is fixed and K the runtime extent)
+    schedule: str = "cooperative"
+    activation: str = "none"
+
+    @property
+    def tile_m(self) -> int:
+        return PINGPONG_TILE_M if self.schedule == "pingpong" else TILE_M
+
+    @property
+    def epi_stages(self) -> int:
+        """Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for
+        fp32 (with ping-pong, half as many for each warpgroup)."""
+        return (4 if self.c_dtype.width == 16 else 2) // (2 if self.schedule == "pingpong" else 1)
+
+    @property
+    def out_tile_n(self) -> int:
+        """Output columns of one tile: SwiGLU halves them."""
+        return self.tile_n // 2 if self.activation == "swiglu" else self.tile_n
+
+    def __post_init__(self) -> None:
+        problems = []
+        if self.ab_dtype not in AB_DTYPES:
+            problems.append(f"A and B are {self.ab_dtype}, not Float16 or BFloat16")
+        if self.c_dtype not in C_DTYPES:
+            problems.append(f"the output is {self.c_dtype}, not Float16, BFloat16 or Float32")
+        if not 1 <= self.groups <= (MAX_GROUPS if self.ragged != "batch" else 2**31 - 1):
+            problems.append(f"G = {self.groups} is outside 1 to {MAX_GROUPS}")
+        tile_ns = PINGPONG_TILE_NS if self.schedule == "pingpong" else TILE_NS
+        if self.tile_n not in tile_ns:
+            problems.append(f"tile_n = {self.tile_n} is not one of {tile_ns} ({self.schedule} schedule)")
+        if self.cluster_m not in (1, 2):
+            problems.append(f"cluster_m = {self.cluster_m} is not 1 or 2")
+        elif self.cluster_m == 2 and not self.pairs_fit:
+            problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
+        elif self.cluster_m == 2 and self.ragged != "m":
+            problems.append("pairs are built for ragged M only")
+        elif self.cluster_m == 2 and self.schedule != "cooperative":
+            problems.append("pairs are built for the cooperative schedule only")
+        if self.schedule not in SCHEDULES:
+            problems.append(f"schedule {self.schedule!r} is not one of {SCHEDULES}")
+        if self.ragged not in RAGGED_MODES or self.a_major not in A_MAJORS or self.b_major not in B_MAJORS:
+            problems.append(f"ragged {self.ragged!r}, A {self.a_major!r}-major, B {self.b_major!r}-major: "
+                            f"expected one of {RAGGED_MODES}, {A_MAJORS}, {B_MAJORS}")
+        elif self.ragged == "k":
+            # The ragged K mode is read through a second descriptor mode of K's stride,
+            # and TMA strides are 16-byte multiples: K must not be the contiguous mode.
+            if (self.a_major, self.b_major) != ("m", "n"):
+                problems.append("ragged K needs A M-major and B N-major (K is clipped through a strided mode)")
+            if self.m < 1 or self.k != 0:
+                problems.append(f"ragged K has a fixed M and a runtime K; got m = {self.m}, k = {self.k}")
+        elif self.k < 1 or self.m != 0:
+            problems.append(f"ragged {self.ragged!r} has a fixed K and a runtime M; got m = {self.m}, k = {self.k}")
+        if self.activation not in ACTIVATIONS:
+            problems.append(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
+        elif self.activation == "swiglu":
+            if (self.ragged, self.b_major, self.cluster_m) != ("m", "k", 1):
+                problems.append("SwiGLU is built for ragged M, B K-major, no pairs")
+            if self.n % self.tile_n:
+                problems.append(f"SwiGLU reads a tile's gate and up halves from B's two halves: N / 2 = "
+                                f"{self.n // 2} must be a multiple of tile_n / 2 = {self.tile_n // 2}")
+        if self.c_dtype in C_DTYPES and (self.out_tile_n // EPI_TILE[1]) % self.epi_stages:
+            problems.append(f"a tile's {self.out_tile_n // EPI_TILE[1]} output sub-tiles do not cycle through "
+                            f"{self.epi_stages} buffers")
+        if problems:
+            raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
+
+    @property
+    def pairs_fit(self) -> bool:
+        return pairs_fit(self.n, self.tile_n)

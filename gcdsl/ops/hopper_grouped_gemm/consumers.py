@@ -1,0 +1,188 @@
+"""The consumer warpgroups: the WGMMA mainloop of each tile, cooperative or ping-pong."""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import warpgroup
+
+from .config import FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER
+
+
+class Consumers:
+    """The consumer warpgroups (see the module docstring): a part of `HopperGroupedGemm`, which
+    sets the sizes it reads (`self.tile_mnk`, `self.stages`, ...) in its `__init__`."""
+
+    @cute.jit
+    def consume(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
+                total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor, tile_end: cute.Tensor,
+                row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
+                num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
+                warpgroup_idx: cutlass.Int32):
+        """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        cluster_m = self.cluster_m
+        consumer_tidx = tidx - 128
+        half = warpgroup_idx - 1  # which 64 rows of the tile this warpgroup computes
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators) = self.consumer_views(
+            tiled_mma, sA, sB, sC, consumer_tidx)
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        tile = cluster_idx
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            m_tile = m_step * cluster_m + rank  # past the group's rows for the second CTA
+            # of a pair on an odd last M-tile: it only keeps the pipeline moving
+            rows_here = rows - m_tile * tile_m - half * 64
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "k"):
+                k_tiles = (length + tile_k - 1) // tile_k
+                # A group without K stores zeros (the weight gradient of an expert no
+                # token reached): accumulators cleared, no k-tile to wait for.
+                acc.fill(0.0)
+                rows_here = rows_here * cutlass.min(k_tiles, 1)
+            read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
+
+            # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
+            if rows > m_tile * tile_m:
+                self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
+                                group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0)
+            tile += num_clusters
+
+        if warp == FIRST_CONSUMER_WARP:
+            with cute.arch.elect_one():
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def consume_pingpong(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
+                         total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
+                         tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
+                         cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32, tidx: cutlass.Int32,
+                         warp: cutlass.Int32, warpgroup_idx: cutlass.Int32):
+        """The two consumer warpgroups, a whole tile each in turn: the CTA's tiles 0, 2,
+        4, ... go to warpgroup 1 and 1, 3, 5, ... to warpgroup 2. Each waits for and
+        releases only its own tiles' stages, and steps its pipeline states over the
+        other's; each stores its own tiles through its own sub-tile buffers, barrier and
+        storing warp, while the other's WGMMAs run.
+
+        The mainloops take turns too (`FIRST_TURN_BARRIER`): a warpgroup waits on its
+        tile's first stage only once the other has waited on the previous tile's last.
+        Otherwise it would wait k-tiles ahead of the ring, where an mbarrier's phase
+        parity no longer says which fill of a stage it sees."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        turn_of = warpgroup_idx - 1  # this warpgroup's tiles: those with turn == turn_of
+        consumer_tidx = tidx - 128 * warpgroup_idx
+        tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators) = self.consumer_views(
+            tiled_mma, sA, sB, sC, consumer_tidx)
+        epilogue_barrier = pipeline.NamedBarrier(barrier_id=1 + turn_of, num_threads=128)
+        my_turn_done = pipeline.NamedBarrier(barrier_id=FIRST_TURN_BARRIER + turn_of, num_threads=256)
+        other_turn_done = pipeline.NamedBarrier(barrier_id=FIRST_TURN_BARRIER + 1 - turn_of, num_threads=256)
+        store_warp = FIRST_CONSUMER_WARP + 4 * turn_of
+        first_buffer = turn_of * self.epi_stages
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
+        tile = cluster_idx
+        turn = cutlass.Int32(0)
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_tile, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            rows_here = rows - m_tile * tile_m
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "k"):
+                k_tiles = (length + tile_k - 1) // tile_k
+            if turn == turn_of:
+                if cutlass.const_expr(self.ragged == "k"):
+                    # A group without K stores zeros (see `consume`).
+                    acc.fill(0.0)
+                    rows_here = rows_here * cutlass.min(k_tiles, 1)
+                if tile != cluster_idx:
+                    other_turn_done.arrive_and_wait()  # the previous tile's mainloop has its stages
+                read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
+                                              rows_here, my_turn_done, tile + num_clusters < total_tiles)
+                if rows > m_tile * tile_m:
+                    self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
+                                    group, start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp,
+                                    first_buffer)
+            else:
+                for k in cutlass.range(k_tiles, unroll=1):  # the other warpgroup's stages
+                    read.advance()
+                    release.advance()
+            tile += num_clusters
+            turn = 1 - turn
+
+        if warp == store_warp:
+            with cute.arch.elect_one():
+                cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    @cute.jit
+    def mma_tile(self, mainloop, tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrA: cute.Tensor, tCrB: cute.Tensor,
+                 read, release, k_tiles: cutlass.Int32, rows_here: cutlass.Int32,
+                 turn_done: Optional[pipeline.NamedBarrier] = None, next_turn: cutlass.Boolean = False) -> Tuple:
+        """One tile's k-tiles for a consumer warpgroup: its WGMMAs into `acc`, each stage
+        released once its WGMMAs have read it. With no rows here (past the group's end,
+        or a group without K) no WGMMA runs, and the stages are only waited for and
+        released, to keep the pipeline moving. Returns the pipeline states, advanced.
+
+        With `turn_done` (ping-pong), once the last stage is waited for, arrives on it
+        when `next_turn` (the other warpgroup has a next tile waiting on it)."""
+        k_blocks = cute.size(tCrA, mode=[2])
+        if rows_here > 0:
+            acc.fill(0.0)
+            warpgroup.fence()
+            # k-tile 0: issue its WGMMAs, keep them in flight
+            mainloop.consumer_wait(read)
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                          tCrB[(None, None, kb, read.index)], acc)
+            warpgroup.commit_group()
+            read.advance()
+            for k in cutlass.range(1, k_tiles, unroll=1):
+                mainloop.consumer_wait(read)
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)],
+                              tCrB[(None, None, kb, read.index)], acc)
+                warpgroup.commit_group()
+                # k-tile k-1's WGMMAs are done reading their stage: release it
+                warpgroup.wait_group(1)
+                mainloop.consumer_release(release)
+                release.advance()
+                read.advance()
+            self.hand_over_turn(turn_done, next_turn)
+            warpgroup.wait_group(0)
+            mainloop.consumer_release(release)
+            release.advance()
+        else:
+            for k in cutlass.range(k_tiles, unroll=1):
+                mainloop.consumer_wait(read)
+                mainloop.consumer_release(release)
+                release.advance()
+                read.advance()
+            self.hand_over_turn(turn_done, next_turn)
+        return read, release
+
+    @cute.jit
+    def hand_over_turn(self, turn_done: Optional[pipeline.NamedBarrier], next_turn: cutlass.Boolean):
+        """Ping-pong: lets the other warpgroup's mainloop start (see `consume_pingpong`)."""
+        if cutlass.const_expr(turn_done is not None):
+            if next_turn:
+                turn_done.arrive()
+
+    @cute.jit
+    def consumer_views(self, tiled_mma: cute.TiledMma, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
+                       consumer_tidx: cutlass.Int32) -> Tuple:
+        """A consumer thread's WGMMA operands (shared-memory descriptors), its accumulators
+        and its epilogue views (`epilogue_partitions`)."""
+        tile_m, tile_n, _ = self.tile_mnk
+        thr_mma = tiled_mma.get_slice(consumer_tidx)
+        tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc_shape = thr_mma.partition_C(cute.make_identity_tensor((tile_m, tile_n))).shape
+        acc = cute.make_rmem_tensor(acc_shape, self.acc_dtype)
+        return tCrA, tCrB, acc, self.epilogue_partitions(tiled_mma, sC, acc, consumer_tidx)

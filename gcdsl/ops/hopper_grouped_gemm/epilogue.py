@@ -1,0 +1,104 @@
+"""The epilogue: accumulators to the output type (SwiGLU applied where asked), through
+shared-memory sub-tiles, one TMA store each."""
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90
+from cutlass.cute.nvgpu import cpasync
+from cutlass.tensor_utils import LayoutEnum
+
+
+class Epilogue:
+    """The epilogue (see the module docstring): a part of `HopperGroupedGemm`, which
+    sets the sizes it reads (`self.tile_mnk`, `self.stages`, ...) in its `__init__`."""
+
+    @cute.jit
+    def epilogue_partitions(self, tiled_mma: cute.TiledMma, sC: cute.Tensor, acc: cute.Tensor,
+                            consumer_tidx: cutlass.Int32) -> Tuple:
+        """Accumulators -> output type -> shared memory (stmatrix for 16-bit outputs): the
+        copy, its shared-memory and accumulator views, one sub-tile's registers, and which
+        accumulators feed each sub-tile (`sub_tile_accumulators`)."""
+        r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, self.c_dtype, self.acc_dtype)
+        tiled_r2s = cute.make_tiled_copy_S(
+            r2s_atom,
+            cute.make_tiled_copy_C_atom(
+                cute.make_copy_atom(cute.nvgpu.warp.StMatrix8x8x16bOp(False, 4), self.c_dtype), tiled_mma
+            ),
+        )
+        thr_r2s = tiled_r2s.get_slice(consumer_tidx)
+        tRS_sC = thr_r2s.partition_D(sC)  # (R2S, R2S_M, R2S_N, epi buffer)
+        tRS_acc = tiled_r2s.retile(acc)
+        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+        sub_acc = cute.make_rmem_tensor(sub_shape, self.acc_dtype)
+        sub_out = cute.make_rmem_tensor(sub_shape, self.c_dtype)
+        return tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, self.sub_tile_accumulators(tiled_mma, tiled_r2s)
+
+    def sub_tile_accumulators(self, tiled_mma: cute.TiledMma, tiled_r2s) -> Tuple[Tuple[Any, ...], ...]:
+        """For each output sub-tile, the accumulator (flat index into the retiled
+        accumulators) behind each of its values (flat index into a sub-tile's registers);
+        with SwiGLU a pair for each value: its gate's and its up projection's (tile_n / 2
+        columns further on, in the same thread).
+        Read off thread 0's coordinates at trace time: the order is the same in every
+        thread, but not contiguous per sub-tile when a warpgroup repeats its WGMMA down M
+        (ping-pong). `tests/test_grouped_mm_host.py` checks it for other threads."""
+        tile_m, tile_n, _ = self.tile_mnk
+        acc = tiled_r2s.retile(tiled_mma.get_slice(0).partition_C(cute.make_identity_tensor((tile_m, tile_n))))
+        index_of = {tuple(acc[i]): i for i in range(cute.size(acc))}
+        sub = tiled_r2s.get_slice(0).partition_S(cute.make_identity_tensor((*self.epi_tile, 1)))[(None, None, None, 0)]
+
+        def feeding(row: int, column: int) -> Any:
+            if self.swiglu:
+                return index_of[(row, column)], index_of[(row, column + tile_n // 2)]
+            return index_of[(row, column)]
+
+        return tuple(tuple(feeding(sub[v][0], sub[v][1] + self.epi_tile[1] * s) for v in range(cute.size(sub)))
+                     for s in range(self.out_tile_n // self.epi_tile[1]))
+
+    @cute.jit
+    def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
+                   tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
+                   accumulators: Tuple[Tuple[Any, ...], ...], group: cutlass.Int32, start: cutlass.Int32,
+                   rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32, warp: cutlass.Int32,
+                   epilogue_barrier: pipeline.NamedBarrier,
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32):
+        """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
+        store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
+        the stores, and `epilogue_barrier` spans the warps that share them."""
+        tile_m = self.tile_m
+        sub_size = cute.size(sub_acc)
+        sub_tiles = self.out_tile_n // self.epi_tile[1]
+        if cutlass.const_expr(self.ragged == "m"):
+            # The group's rows through the ragged descriptor: row coordinate
+            # total - rows + r, third coordinate start + rows; rows r >= rows clip.
+            mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
+        else:
+            mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (m_tile, n_tile)), self.epi_tile)
+        bSG_sC, bSG_gC = cpasync.tma_partition(
+            tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
+        )
+        for sub in cutlass.range_constexpr(sub_tiles):
+            buffer = first_buffer + sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
+            for v in cutlass.range_constexpr(sub_size):
+                if cutlass.const_expr(self.swiglu):
+                    gate, up = tRS_acc[accumulators[sub][v][0]], tRS_acc[accumulators[sub][v][1]]
+                    # silu(gate) * up = gate * up / (1 + e^-gate): ex2 and rcp, approximate (MUFU)
+                    sub_acc[v] = gate * up * cute.arch.rcp_approx(1.0 + cute.math.exp(-gate, fastmath=True))
+                else:
+                    sub_acc[v] = tRS_acc[accumulators[sub][v]]
+            sub_out.store(sub_acc.load().to(self.c_dtype))
+            cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+            # make the generic-proxy smem writes visible to TMA, then to the storing warp
+            cute.arch.fence_proxy("async.shared", space="cta")
+            epilogue_barrier.arrive_and_wait()
+            if warp == store_warp:
+                with cute.arch.elect_one():
+                    cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
+                    cute.arch.cp_async_bulk_commit_group()
+                    # the store issued epi_stages sub-tiles ago has read its buffer
+                    cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+            epilogue_barrier.arrive_and_wait()  # nobody refills a buffer still being read

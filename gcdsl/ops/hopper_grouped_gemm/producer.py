@@ -1,0 +1,70 @@
+"""The producer warp: TMA loads of A and B into the shared-memory ring, one k-tile per stage."""
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+from cutlass.cute.nvgpu import cpasync
+
+
+class Producer:
+    """The producer warp (see the module docstring): a part of `HopperGroupedGemm`, which
+    sets the sizes it reads (`self.tile_mnk`, `self.stages`, ...) in its `__init__`."""
+
+    @cute.jit
+    def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
+                tBgB: cute.Tensor, tBsB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor, tile_end: cute.Tensor,
+                row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
+                num_clusters: cutlass.Int32, rank: cutlass.Int32):
+        """The producer warp: TMA loads of A and B into the ring, one k-tile per stage."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        cluster_m = self.cluster_m
+        both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        tile = cluster_idx
+        group = cutlass.Int32(0)
+        while tile < total_tiles:
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            m_tile = m_step * cluster_m + rank
+            k_tiles = self.k_tiles
+            if cutlass.const_expr(self.ragged == "m"):
+                # A rows from the group's first row: not a multiple of the tile. A CTA
+                # without rows (second of a pair) loads the group's first tile instead:
+                # its data is never used, and no TMA box lies wholly outside `a`.
+                first_row = start
+                if m_tile * tile_m < rows:
+                    first_row += m_tile * tile_m
+                gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+                tBgB_tile = tBgB[(None, n_tile, None, group)]
+            elif cutlass.const_expr(self.ragged == "k"):
+                # The group's K range through the views of `operands`: third coordinate
+                # start, k coordinate kk from the group's start. The k-tiles end at the
+                # group's end, so only the first one starts before the group (at
+                # k_first <= 0), and TMA fills its negative columns with zeros.
+                k_tiles = (length + tile_k - 1) // tile_k
+                k_first = length - k_tiles * tile_k
+                gA = cute.local_tile(cute.domain_offset((0, k_first), mA[(None, None, start)]),
+                                     (tile_m, tile_k), (m_tile, None))
+                gB = cute.local_tile(cute.domain_offset((0, k_first), mB[(None, None, start)]),
+                                     (tile_n, tile_k), (n_tile, None))
+                _, tBgB_tile = cpasync.tma_partition(
+                    tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+                )
+            else:
+                gA = cute.local_tile(mA[(None, None, group)], (tile_m, tile_k), (m_tile, None))
+                tBgB_tile = tBgB[(None, n_tile, None, group)]
+            tAsA, tAgA = cpasync.tma_partition(
+                tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+            )
+            for k in cutlass.range(k_tiles, unroll=1):
+                mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
+                full = mainloop.producer_get_barrier(state)
+                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                if cutlass.const_expr(cluster_m > 1):
+                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                              mcast_mask=both_ctas)
+                else:
+                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                state.advance()
+            tile += num_clusters
+        mainloop.producer_tail(state)  # every stage released before the CTA exits

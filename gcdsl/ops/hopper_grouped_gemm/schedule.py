@@ -1,0 +1,95 @@
+"""The tile schedule: the groups' tiles from `offs`, built by one warp into shared memory,
+and the tile a CTA works on next (`locate`)."""
+from __future__ import annotations
+
+from typing import Tuple
+
+import cutlass
+import cutlass.cute as cute
+
+
+class Schedule:
+    """The tile schedule (see the module docstring): a part of `HopperGroupedGemm`, which
+    sets the sizes it reads (`self.tile_mnk`, `self.stages`, ...) in its `__init__`."""
+
+    @cute.jit
+    def build_schedule(self, offs: cute.Tensor, total: cutlass.Int32, tile_end: cute.Tensor,
+                       row_end: cute.Tensor):
+        """One warp: the clamped group ends and cumulative cluster tiles, from `offs`, into shared memory.
+
+        Lane l owns groups l * c .. l * c + c - 1 (c = `lane_groups`); groups past G
+        read offs[G - 1] again, so they end where the last group ends and add no tile.
+        Each lane scans its own groups in registers; two warp scans (a running max of
+        the ends, a sum of the tiles) give it what the lanes before it hold.
+        """
+        c = self.lane_groups
+        lane = cute.arch.lane_idx()
+        ends = cute.make_rmem_tensor((c,), cutlass.Int32)
+        tiles = cute.make_rmem_tensor((c,), cutlass.Int32)
+        lane_max = cutlass.Int32(0)
+        for j in cutlass.range_constexpr(c):  # every load in flight before the first use
+            ends[j] = offs[cutlass.min(lane * c + j, self.groups - 1)]
+        for j in cutlass.range_constexpr(c):
+            lane_max = cutlass.max(lane_max, ends[j])
+        # the largest end of the lanes before this one: where its first group starts
+        run = lane_max
+        for step in cutlass.range_constexpr(5):
+            run = cutlass.max(run, cute.arch.shuffle_sync_up(run, 1 << step))  # lanes < step keep their own
+        before = cute.arch.shuffle_sync_up(run, 1)
+        if lane == 0:
+            before = cutlass.Int32(0)
+        rows_per_step = self.tile_m * self.cluster_m
+        previous = cutlass.min(before, total)
+        lane_tiles = cutlass.Int32(0)
+        for j in cutlass.range_constexpr(c):
+            before = cutlass.max(before, ends[j])
+            end = cutlass.min(before, total)
+            lane_tiles += (end - previous + rows_per_step - 1) // rows_per_step * self.n_tiles
+            ends[j] = end
+            tiles[j] = lane_tiles
+            previous = end
+        total = lane_tiles
+        for step in cutlass.range_constexpr(5):
+            other = cute.arch.shuffle_sync_up(total, 1 << step)
+            if lane >= (1 << step):
+                total += other
+        tiles_before = total - lane_tiles
+        for j in cutlass.range_constexpr(c):
+            tile_end[lane * c + j] = tiles_before + tiles[j]
+            row_end[lane * c + j + 1] = ends[j]
+        if lane == 0:
+            row_end[0] = cutlass.Int32(0)
+
+    @cute.jit
+    def locate(self, tile_end: cute.Tensor, row_end: cute.Tensor, tile: cutlass.Int32,
+               group: cutlass.Int32, total: cutlass.Int32) -> Tuple:
+        """(group, m_step, n_tile, rows, start, length) of cluster tile `tile`.
+
+        `rows` is the group's M extent; `start` and `length` its range along the ragged
+        mode (rows for ragged M, the reduction for ragged K). A cluster tile spans
+        `cluster_m` M-tiles: its CTAs take M-tiles `m_step * cluster_m + rank`.
+        With ragged M the search walks forward from `group`, stepping over groups of
+        0 rows (they end where they start); every other group has the same tiles.
+        """
+        tile_m = self.tile_m
+        if cutlass.const_expr(self.ragged == "batch"):
+            # N-tile fastest, then the group, then the M-tile: the CTAs at work together
+            # share A's row panel, and every divisor is a compile-time constant (a runtime
+            # divisor here made ptxas predicate an R2UR, the hazard the SASS test guards).
+            rest = tile // self.n_tiles
+            return (rest % self.groups, rest // self.groups, tile % self.n_tiles, total, cutlass.Int32(0),
+                    cutlass.Int32(self.k))
+        if cutlass.const_expr(self.ragged == "k"):
+            group = tile // (self.m_tiles * self.n_tiles)
+            local = tile - group * (self.m_tiles * self.n_tiles)
+            start = row_end[group]
+            length = row_end[group + 1] - start
+            return group, local % self.m_tiles, local // self.m_tiles, cutlass.Int32(self.m), start, length
+        while tile >= tile_end[group]:
+            group += 1
+        start = row_end[group]
+        length = row_end[group + 1] - start
+        rows_per_step = tile_m * self.cluster_m
+        m_steps = (length + rows_per_step - 1) // rows_per_step
+        local = tile - (tile_end[group] - m_steps * self.n_tiles)
+        return group, local % m_steps, local // m_steps, length, start, length
