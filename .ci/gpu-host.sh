@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU tier, on a machine with an NVIDIA GPU after `python -m pip install -e ".[test]"`
 # (or in any environment where those packages are already installed): every test (GPU
-# ones included, the GEMM under @gcdsl.kernel), the tutorials, and the benchmarks named
-# in GCDSL_BENCH (default: grid_constant). Logs and benchmarks/results are packed into
+# ones included, the GEMM under @gcdsl.kernel), the tutorials, compute-sanitizer on the
+# grouped GEMM's small cases, and the benchmarks named in GCDSL_BENCH (default:
+# grid_constant; e.g. "w7_training w8_fused_moe"). Logs and benchmarks/results are packed into
 # gpu-run.tgz in $OUT (or ./gpu-logs).
 #
 # Results record the commit measured: from git in a checkout; in a copy of the tree
@@ -26,6 +27,11 @@ step tutorials.log python3 tutorials/02_megakernel.py --tensors 32
 step tutorials.log python3 tutorials/02_megakernel.py --tensors 48 --seed 1
 step tutorials.log python3 tutorials/01_batch_copy.py --sweep 1,4,16,64 --plot "$out/batch_copy_bandwidth.png"
 step tutorials.log python3 tutorials/03_grouped_gemm.py
+step tutorials.log python3 tutorials/04_fused_moe.py
+for tool in memcheck racecheck synccheck; do  # the grouped GEMM's small cases, every schedule and SwiGLU
+  step sanitizers.log compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 \
+    python3 -m tests.kernels.grouped_mm_small
+done
 for bench in ${GCDSL_BENCH:-grid_constant}; do
   step "bench-$bench.log" python3 "benchmarks/$bench.py"
 done
