@@ -399,3 +399,28 @@ def test_swiglu_epilogue_against_float32(schedule, tile_n, out_dtype):
             err = ((result[:bounds[-1]].float() - ref).abs().max() / ref.abs().max()).item()
             assert err <= 1e-2, (rows[:3], err)
         assert torch.isnan(out[bounds[-1]:]).all()
+
+
+def test_swiglu_gradients_against_float32_autograd():
+    """grouped_mm_swiglu's backward (the pre-activation recomputed, SwiGLU's derivative, the
+    gradients through grouped_mm's cases) against float32 autograd of the same layer,
+    groups of ROWS (empty ones give zero weight gradients)."""
+    import torch.nn.functional as F
+
+    import gcdsl.ops
+
+    g = torch.Generator(device="cuda").manual_seed(5)
+    ends = torch.tensor(ROWS).cumsum(0).to(torch.int32).cuda()
+    bounds = [0] + ends.tolist()
+    x = torch.randn(bounds[-1], 192, device="cuda", generator=g).to(torch.bfloat16).requires_grad_()
+    w13 = (torch.randn(len(ROWS), 512, 192, device="cuda", generator=g) / 14).to(torch.bfloat16).requires_grad_()
+    dy = torch.randn(bounds[-1], 256, device="cuda", generator=g)
+    (gcdsl.ops.grouped_mm_swiglu(x, w13.transpose(-2, -1), ends).float() * dy).sum().backward()
+    x32, w32 = x.detach().float().requires_grad_(), w13.detach().float().requires_grad_()
+    ref = torch.cat([F.silu(x32[s:e] @ w32[i, :256].t()) * (x32[s:e] @ w32[i, 256:].t())
+                     for i, (s, e) in enumerate(zip(bounds, bounds[1:]))])
+    (ref * dy).sum().backward()
+    for got, want in ((x.grad, x32.grad), (w13.grad, w32.grad)):
+        err = ((got.float() - want).abs().max() / want.abs().max()).item()
+        assert err <= 2e-2, err
+    assert (w13.grad[0] == 0).all() and (w13.grad[5] == 0).all()  # ROWS' empty groups

@@ -455,3 +455,22 @@ def test_swiglu_epilogue_pairs_each_gate_with_its_up_column(schedule, tile_n):
         probe()
     assert not wrong, wrong[:5]
     assert {c for _, c in seen} == set(range(out_n))  # every output column, from the threads probed
+
+
+def test_swiglu_backward_runs_through_grouped_mm_cases():
+    """The SwiGLU op's backward formula under fake tensors (called as autograd would, without
+    its engine, which wants a real GPU): the pre-activation recomputed by the plain op, both
+    gradients by its cases, each laid out as its input."""
+    import types
+
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x = torch.empty(64, 128, dtype=torch.bfloat16, device="cuda")
+        w13 = torch.empty(4, 256, 128, dtype=torch.bfloat16, device="cuda")  # (G, 2I, K) as models keep it
+        offs = torch.empty(4, dtype=torch.int32, device="cuda")
+        ctx = types.SimpleNamespace(saved_tensors=(x, w13.transpose(-2, -1), offs), needs_input_grad=(True, True))
+        grad_x, grad_b, _, _ = gm._swiglu_backward(ctx, torch.empty(64, 128, dtype=torch.bfloat16, device="cuda"))
+        facts = (tuple(grad_x.shape), grad_x.stride(), tuple(grad_b.shape), grad_b.stride(), grad_b.dtype)
+    # b's gradient as b lies: (G, K, N) K-major, the transpose of a contiguous (G, N, K)
+    assert facts == ((64, 128), (128, 1), (4, 128, 256), (256 * 128, 1, 128), torch.bfloat16)

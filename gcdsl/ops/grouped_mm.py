@@ -85,7 +85,8 @@ def grouped_mm_swiglu(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
     one kernel (the epilogue applies it), (T, N / 2) out, no (T, N) intermediate.
 
     `a` (T, K) grouped by `offs`; `b` (G, K, N) K-major, as `w13.transpose(-2, -1)` of the
-    weights (G, N, K) with the gate rows first. Forward only (no autograd formula)."""
+    weights (G, N, K) with the gate rows first. Differentiable: the backward computes the
+    pre-activation again and runs the gradients through `grouped_mm`'s cases."""
     if plain_eager_call(a, b, offs):
         return _grouped_mm_impl(a, b, offs, out_dtype, activation="swiglu")
     return torch.ops.gcdsl.grouped_mm_swiglu(a, b, offs, out_dtype)
@@ -149,6 +150,27 @@ def _backward(ctx, grad):
 
 
 torch.library.register_autograd("gcdsl::grouped_mm", _backward, setup_context=_setup_context)
+
+
+def _swiglu_backward(ctx, grad):
+    """The pre-activation h = a @ b is computed again (a plain grouped product, not kept
+    from the forward: (T, N) would double the activation memory the fusion saves), then
+
+        dgate = d * up * silu'(gate),  dup = d * silu(gate),  dh = [dgate, dup]
+        da = dh @ b^T  (2D x 3D),      db = a^T @ dh  (the grouped reduction)
+
+    in float32 for the elementwise part, dh in the inputs' dtype for the products."""
+    a, b, offs = ctx.saved_tensors
+    gate, up = grouped_mm(a, b, offs, torch.float32).chunk(2, dim=-1)
+    sig = torch.sigmoid(gate)
+    d = grad.float()
+    dh = torch.cat([d * up * sig * (1 + gate * (1 - sig)), d * gate * sig], dim=-1).to(a.dtype)
+    grad_a = _product(dh, b.transpose(-2, -1), offs, like=a) if ctx.needs_input_grad[0] else None
+    grad_b = _product(a.transpose(-2, -1), dh, offs, like=b) if ctx.needs_input_grad[1] else None
+    return grad_a, grad_b, None, None
+
+
+torch.library.register_autograd("gcdsl::grouped_mm_swiglu", _swiglu_backward, setup_context=_setup_context)
 
 
 def _product(x: torch.Tensor, y: torch.Tensor, offs, like: torch.Tensor) -> torch.Tensor:
