@@ -20,6 +20,9 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
     down      `grouped_mm`: (T k, H);
     combine   each slot's row, times its weight, added into its token's row in float32.
 
+For inference: the op has no autograd formula (a training step differentiates through
+`grouped_mm_swiglu` and `grouped_mm`, which have one).
+
 The values of `topk_ids` are not read on the host: an id outside [0, E) is found by
 torch's own device-side bounds check, which ends the CUDA context. `validate=True`
 reads them first (one synchronisation) and says which is wrong, at the caller's line.
