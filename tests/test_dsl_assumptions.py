@@ -73,6 +73,13 @@ def test_cute_size_is_a_mode_op_over_a_function_gcdsl_can_wrap():
 
     assert cute.size is core.size and callable(core.size.func), "cute.size is no longer a ModeOp with .func"
     assert core.size.func.measures_gcdsl_objects and core.size.func.__wrapped__.__name__ == "size"
+    # how dsl_user_op locates an op, which the wrapper repeats for the user's frame
+    from cutlass._mlir_helpers import op
+
+    for helper in ("_find_user_frame", "_fast_frameinfo", "_get_location_from_frame_info"):
+        assert callable(getattr(op, helper, None)), f"cutlass._mlir_helpers.op.{helper} is gone"
+    assert isinstance(op._ENABLE_FRAME_FILTERING, bool)
+    assert 'kwargs.pop("loc", None)' in inspect.getsource(op.dsl_user_op), "dsl_user_op no longer takes loc="
 
 
 def test_private_ops_and_helpers_exist():

@@ -44,3 +44,32 @@ def test_the_tma_load_is_at_the_users_copy(ptx):
     locs = re.findall(r"^\s*\.loc\s+\d+\s+(\d+)\s+\d+", before, re.M)
     assert int(locs[-1]) == copy_line
     assert str(def_line) in locs  # the entry, at the user's def
+
+
+def test_cute_size_keeps_the_dsls_ir_and_locations(tmp_path):
+    """gcdsl answers `cute.size` of a table itself and hands every other call to the DSL's
+    own with the location the DSL would have given it: the kernel's IR with line info,
+    with and without gcdsl imported, is the same text (the size op at the user's line)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+    from tests.kernels import dynamic_size
+
+    texts = []
+    for flag in ([], ["--with-gcdsl"]):
+        dump = tmp_path / ("gcdsl" if flag else "plain")
+        dump.mkdir()
+        env = {**os.environ, "CUTE_DSL_ARCH": "sm_90a", "CUTE_DSL_KEEP": "ir-debug", "CUTE_DSL_LINEINFO": "1",
+               "CUTE_DSL_NO_CACHE": "1", "CUTE_DSL_DUMP_DIR": str(dump)}
+        proc = subprocess.run([sys.executable, "-m", "tests.kernels.dynamic_size", *flag], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        (path,) = dump.glob("*.mlir")
+        texts.append(path.read_text())
+    assert texts[0] == texts[1]
+    size_line = next(i + 1 for i, text in enumerate(inspect.getsource(dynamic_size).splitlines())
+                     if "cute.size(t, mode=[0])" in text)
+    assert f'{os.path.basename(dynamic_size.__file__)}":{size_line}' in texts[1]
+    assert "lower/_dsl.py" not in texts[1]

@@ -17,6 +17,7 @@ import dataclasses
 import math
 import os
 import re
+import sys
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import cutlass
@@ -25,6 +26,7 @@ from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
 from cutlass._mlir.dialects import arith, cuda, llvm, scf
+from cutlass._mlir_helpers import op as _dsl_ops
 from cutlass._mlir_helpers.op import loc_transform
 from cutlass.cute import core as _cute_core
 from cutlass.cute.typing import AddressSpace, Pointer
@@ -346,10 +348,23 @@ def let_size_measure(cls: type, static_shape: Callable[[Any], Tuple[int, ...]]) 
         shape_of = _SIZED.get(type(a))
         if shape_of is not None:
             return _static_size(shape_of(a), list(mode))
+        if kwargs.get("loc") is None:
+            # The DSL locates an op at the first frame outside its package, which
+            # would be this one: locate it at the user's call, as the DSL would have.
+            kwargs["loc"] = _user_location(sys._getframe(1))
         return dsl_size(a, mode=mode, **kwargs)
 
     size.__wrapped__, size.__doc__, size.measures_gcdsl_objects = dsl_size, dsl_size.__doc__, True
     _cute_core.size.func = size
+
+
+def _user_location(frame: Any) -> Any:
+    """The MLIR location the DSL's `dsl_user_op` gives an op called from `frame`'s line
+    (None where it would compute none: no context, or frame filtering off)."""
+    if ir.Context.current is None or not _dsl_ops._ENABLE_FRAME_FILTERING:
+        return None
+    found = _dsl_ops._find_user_frame(frame)
+    return _dsl_ops._get_location_from_frame_info(_dsl_ops._fast_frameinfo(found)) if found is not None else None
 
 
 def _static_size(shape: Tuple[int, ...], mode: list) -> int:
