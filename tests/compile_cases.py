@@ -125,14 +125,11 @@ def _param_kinds():
 def _grouped_gemm(ab, c, groups, tile_n, n=4096, k=7168, cluster_m=1, **layout):
     def build():
         import cutlass
-        import cutlass.cute as cute
         from gcdsl.ops import hopper_grouped_gemm as hgg
 
         ab_dtype, c_dtype = getattr(cutlass, ab), getattr(cutlass, c)
         gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(ab_dtype, c_dtype, groups, n, k, tile_n, cluster_m, **layout))
-        ptr = lambda dt, align=16: cute.runtime.make_ptr(dt, 0, cute.AddressSpace.gmem, assumed_align=align)  # noqa: E731
-        return gemm, (ptr(ab_dtype), ptr(ab_dtype), ptr(c_dtype), ptr(cutlass.Int32, 4), cutlass.Int32(1),
-                      cutlass.Int32(cluster_m), cute.runtime.make_fake_stream())
+        return gemm, gemm.trace_args()
 
     return build
 

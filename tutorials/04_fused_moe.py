@@ -112,11 +112,7 @@ def compile_only(args, shape: MoEShape) -> bool:
     gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, shape.experts, n, k, 256,
                                                 activation="swiglu"))
 
-    def ptr(dtype, align=16):
-        return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
-
-    cute.compile(gemm, ptr(cutlass.BFloat16), ptr(cutlass.BFloat16), ptr(cutlass.BFloat16), ptr(cutlass.Int32, 4),
-                 cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
+    cute.compile(gemm, *gemm.trace_args())
     show_compile(hgg.HopperGroupedGemm.kernel)
     with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
         text = f.read()

@@ -436,7 +436,6 @@ class _Plan:
     def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
                  schedule: str = "cooperative") -> None:
         import cutlass
-        import cutlass.cute as cute
 
         import gcdsl.launch
         from . import hopper_grouped_gemm as hgg
@@ -453,16 +452,11 @@ class _Plan:
             self.configs[2] = dataclasses.replace(single, cluster_m=2)
         self.kernels, self.max_clusters = {}, {}
 
-        def ptr(dtype, align=16):
-            return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
-
         for cluster_m, config in self.configs.items():
             # Through TVM-FFI: called with plain ints (addresses, extents, the stream
             # handle), converted in C rather than by the DSL's Python marshalling.
-            self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(
-                hgg.HopperGroupedGemm(config), ptr(ab), ptr(ab), ptr(c), ptr(cutlass.Int32, 4), cutlass.Int32(1),
-                cutlass.Int32(cluster_m), cute.runtime.make_fake_stream(),
-            )
+            gemm = hgg.HopperGroupedGemm(config)
+            self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(gemm, *gemm.trace_args())
             self.max_clusters[cluster_m] = _max_active_clusters(device.index or 0, cluster_m)
 
     def kernel(self, cluster_m: int) -> Any:

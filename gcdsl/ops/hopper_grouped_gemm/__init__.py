@@ -83,6 +83,8 @@ inside B (`pairs_fit`).
 """
 from __future__ import annotations
 
+from typing import Tuple
+
 import cuda.bindings.driver as cuda
 
 import cutlass
@@ -156,6 +158,16 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
     def stage_consumer_warps(self) -> int:
         """Warps that read each stage and release it (the empty barrier's arrivals per CTA)."""
         return CONSUMER_WARPS // 2 if self.pingpong else CONSUMER_WARPS
+
+    def trace_args(self) -> Tuple:
+        """Arguments to compile `__call__` with (`cute.compile`, TVM-FFI): pointers of the
+        operands' types and alignments at address 0, T = 1, one cluster, a fake stream.
+        Only their types matter: every one is a runtime value of the compiled function."""
+        def ptr(dtype, align=16):
+            return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
+
+        return (ptr(self.ab_dtype), ptr(self.ab_dtype), ptr(self.c_dtype), ptr(cutlass.Int32, 4), cutlass.Int32(1),
+                cutlass.Int32(self.cluster_m), cute.runtime.make_fake_stream())
 
     @property
     def smem_bytes(self) -> int:
