@@ -53,6 +53,7 @@ from benchmarks.moe_layer import (  # noqa: E402
     GROUPED_MMS, SHAPES, MoEWeights, expert_ends, moe_experts, moe_experts_reference, route,
 )
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
+from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable or not)
 
 TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
@@ -89,18 +90,8 @@ def layer(variant: str) -> Callable:
     return quack_layer
 
 
-def available(variant: str) -> bool:
-    if variant != "quack":
-        return True
-    try:
-        import quack.gemm_interface  # noqa: F401
-    except Exception:
-        return False
-    return True
-
-
 class Point:
-    """One (shape, tokens): weights, a pool of routed batches, the reference of batch 0."""
+    """One (shape, tokens): weights, a pool of routed batches, their references."""
 
     def __init__(self, shape, tokens: int, seed: int = 0) -> None:
         import torch
@@ -116,11 +107,12 @@ class Point:
             self.pool.append((x, weights, ids))
         offs = expert_ends(self.pool[0][2], shape.experts)  # batch 0's experts with a slot
         self.active = int((offs.diff(prepend=offs.new_zeros(1)) > 0).sum())
-        self.ref = moe_experts_reference(self.pool[0][0], self.w1, self.w2, *self.pool[0][1:])
+        self.refs: Dict[int, Any] = {}  # batch: its float32 reference, made once for every variant
 
     def error(self, out, batch: int = 0) -> float:
-        ref = self.ref if batch == 0 else moe_experts_reference(self.pool[batch][0], self.w1, self.w2,
-                                                                *self.pool[batch][1:])
+        if batch not in self.refs:
+            self.refs[batch] = moe_experts_reference(self.pool[batch][0], self.w1, self.w2, *self.pool[batch][1:])
+        ref = self.refs[batch]
         return ((out.float() - ref).abs().max() / ref.abs().max()).item()
 
 
@@ -256,6 +248,12 @@ def _us(report: Report, shape: str, t: int, v: str, mode: str):
     return None
 
 
+def _bound(report: Report, shape: str, t: int):
+    """The weight-streaming bound of (shape, T), in microseconds (None where unmeasured)."""
+    return next((r["bound_us"] for r in report.rows if (r["shape"], r["tokens"]) == (shape, t) and r.get("bound_us")),
+                None)
+
+
 def summarize_report(report: Report, shapes, tokens, variants) -> None:
     for mode in MODES:
         rows = []
@@ -263,9 +261,9 @@ def summarize_report(report: Report, shapes, tokens, variants) -> None:
             for t in tokens:
                 cells = [shape.name, t] + [f"{u:.1f}" if (u := _us(report, shape.name, t, v, mode)) else "-"
                                             for v in variants]
-                ours, torch_us = _us(report, shape.name, t, "fused_moe", mode), _us(report, shape.name, t, "torch", mode)
-                bound = next((r["bound_us"] for r in report.rows if (r["shape"], r["tokens"]) == (shape.name, t)
-                              and r.get("bound_us")), None)
+                ours = _us(report, shape.name, t, "fused_moe", mode)
+                torch_us = _us(report, shape.name, t, "torch", mode)
+                bound = _bound(report, shape.name, t)
                 cells += [f"{torch_us / ours:.2f}x" if ours and torch_us else "-",
                           f"{ours / bound:.2f}x" if ours and bound else "-"]
                 rows.append(cells)
@@ -275,8 +273,7 @@ def summarize_report(report: Report, shapes, tokens, variants) -> None:
     for shape in shapes:
         for t in tokens:
             ours = _us(report, shape.name, t, "fused_moe", "graph")
-            bound = next((r["bound_us"] for r in report.rows if (r["shape"], r["tokens"]) == (shape.name, t)
-                          and r.get("bound_us")), None)
+            bound = _bound(report, shape.name, t)
             if not ours:
                 continue
             wanted = [("torch", 1.5 if t <= 64 else 1.15 if t >= 512 else 1.0), ("quack", 1.0)]

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
+from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
 from gcdsl.ops.fused_moe import _check_ids, route_slots  # noqa: E402
 
 
@@ -88,19 +89,6 @@ def _weights(experts, hidden, inter, seed=0, dtype=torch.bfloat16):
     return w1, w2
 
 
-def _reference(x, w1, w2, weights, ids):
-    """The same layer in float32, slot by slot."""
-    import torch.nn.functional as F
-
-    out = torch.zeros(x.shape, dtype=torch.float32, device=x.device)
-    for e in ids.unique().tolist():
-        tokens, slot = (ids == e).nonzero(as_tuple=True)
-        gate, up = (x[tokens].float() @ w1[e].float().t()).chunk(2, dim=-1)
-        y = (F.silu(gate) * up) @ w2[e].float().t()
-        out.index_add_(0, tokens, y * weights[tokens, slot, None].float())
-    return out
-
-
 def _routing(tokens, experts, k, kind, seed=0):
     g = torch.Generator(device="cuda").manual_seed(seed)
     if kind == "random":
@@ -127,7 +115,8 @@ def test_layer_against_float32(tokens, k):
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=tokens + k)
-    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids, validate=True), _reference(x, w1, w2, weights, ids))
+    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids, validate=True),
+                 moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
@@ -140,7 +129,7 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype):
     weights, ids = _routing(tokens, experts, k, kind)
     out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
     assert out.dtype == dtype
-    _check_close(out, _reference(x, w1, w2, weights, ids))
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
@@ -160,7 +149,7 @@ def test_captured_layer_replays_after_the_routing_changed():
         x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
         out.fill_(float("nan"))
         graph.replay()
-        _check_close(out, _reference(x, w1, w2, weights, ids))
+        _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

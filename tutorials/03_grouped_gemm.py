@@ -28,28 +28,9 @@ Without one: the kernel compiled for sm_90a, its desugared source and its PTX.
 import argparse
 import sys
 
-from _machine import HAS_GPU, show_compile  # before cutlass: it configures the DSL
+from _machine import HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
 
 from benchmarks.moe_layer import GROUPED_MMS, MoEShape, MoEWeights, moe_forward, moe_reference
-
-
-def time_layer(layer, calls: int = 20, rounds: int = 5) -> float:
-    """Median over rounds of microseconds per call, `calls` calls back to back."""
-    import statistics
-
-    import torch
-
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            layer(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
 
 
 def run_on_gpu(args, shape: MoEShape) -> bool:
@@ -77,8 +58,8 @@ def run_on_gpu(args, shape: MoEShape) -> bool:
         ok &= err <= 2e-2 and graph_err <= 2e-2
         row = [name, f"{err:.1e}", f"{graph_err:.1e}"]
         if not args.small:
-            eager = time_layer(lambda i: moe_forward(inputs[i % 4], w, shape.top_k, gmm))
-            replay = time_layer(lambda i: (x.copy_(inputs[i % 4]), graph.replay()))
+            eager = time_calls(lambda i: moe_forward(inputs[i % 4], w, shape.top_k, gmm))
+            replay = time_calls(lambda i: (x.copy_(inputs[i % 4]), graph.replay()))
             row += [f"{eager:.1f}", f"{replay:.1f}"]
         rows.append(row)
     headers = ["grouped_mm", "rel. err (eager)", "rel. err (graph, new tokens)"]

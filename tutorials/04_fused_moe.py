@@ -25,28 +25,9 @@ SwiGLU kernel compiled for sm_90a, its desugared source and its PTX.
 import argparse
 import sys
 
-from _machine import DUMP_DIR, HAS_GPU, show_compile  # before cutlass: it configures the DSL
+from _machine import DUMP_DIR, HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
 
 from benchmarks.moe_layer import GROUPED_MMS, MoEShape, MoEWeights, moe_experts, moe_experts_reference, route
-
-
-def time_us(fn, calls: int = 20, rounds: int = 5) -> float:
-    """Median over rounds of microseconds per call, `calls` calls back to back."""
-    import statistics
-
-    import torch
-
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            fn(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
 
 
 def run_on_gpu(args, shape: MoEShape) -> bool:
@@ -88,8 +69,8 @@ def run_on_gpu(args, shape: MoEShape) -> bool:
         torch.cuda.synchronize()
         graph_err = error(out, batches[1])
         ok &= err <= 2e-2 and graph_err <= 2e-2
-        eager = time_us(lambda i, layer=layer: layer(batches[i % 4][0], w.w13, w.w2, *batches[i % 4][1:]))
-        rows.append([name, f"{err:.1e}", f"{graph_err:.1e}", f"{eager:.1f}", f"{time_us(replay):.1f}"])
+        eager = time_calls(lambda i, layer=layer: layer(batches[i % 4][0], w.w13, w.w2, *batches[i % 4][1:]))
+        rows.append([name, f"{err:.1e}", f"{graph_err:.1e}", f"{eager:.1f}", f"{time_calls(replay):.1f}"])
     headers = ["layer", "rel. err (eager)", "rel. err (graph, new routing)", "eager us", "graph us"]
     widths = [max(len(str(r[i])) for r in rows + [headers]) for i in range(len(headers))]
     for r in [headers] + rows:

@@ -34,6 +34,26 @@ def time_launches(launch, reps: int):
     return stats["median"] * 1e3, stats["min"] * 1e3, stats["max"] * 1e3
 
 
+def time_calls(call, calls: int = 20, rounds: int = 5) -> float:
+    """Median over `rounds` of microseconds per call, `call(i)` for i in range(calls) back
+    to back between CUDA events: host and device overlapping as in a model's loop."""
+    import statistics
+
+    import torch
+
+    times = []
+    for _ in range(rounds):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for i in range(calls):
+            call(i)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / calls)
+    return statistics.median(times)
+
+
 def plot(path: str, title: str, xlabel: str, ylabel: str, points: dict) -> None:
     """Write `points` ({x: y}) as a PNG at `path` and say where; only a note without matplotlib."""
     written = harness.plot_lines(path, title, xlabel, ylabel, {ylabel: points})
