@@ -266,7 +266,7 @@ class _Launch:
             # the tiles whose output sub-tiles fill the epilogue's buffers: 128 x 256, or
             # ping-pong 128 x 128 (`GemmConfig`'s check)
             schedule, tile_n = ("cooperative", 256) if problem.n % 256 == 0 else ("pingpong", 128)
-        schedule = self.schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
+        schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
         if schedule == "pingpong":
             tile_n = tile_n or (128 if problem.n <= 128 else 192)
         elif problem.ragged == "m":
