@@ -8,7 +8,7 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W7, grid_constant), written by the benchmarks;
+- `results/<workload>.json` (W1 ... W8, grid_constant), written by the benchmarks;
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
 - the W1/W2 JSON of the commit `reporting.descriptors.PACKING_BASELINE`, read with
   `git show` (the `packing` region keeps its text where git cannot reach it).
@@ -31,7 +31,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:  # run as a script
     sys.path.insert(0, ROOT)
 
-from benchmarks.reporting import descriptors, grouped_gemm, host, moe_layer, ncu, summary, tables, training  # noqa: E402
+from benchmarks.reporting import descriptors, fused_moe, grouped_gemm, host, moe_layer, ncu, summary, tables, training  # noqa: E402
 from benchmarks.reporting.fmt import Results  # noqa: E402
 
 RESULTS_DIR = os.path.join(HERE, "results")
@@ -87,6 +87,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W5-targets": grouped_gemm.region_w5_targets,
     "W6": moe_layer.region_w6,
     "W7": training.region_w7,
+    "W8": fused_moe.region_w8,
     "grid-constant": tables.region_grid_constant,
     "readme-reads": tables.region_readme_reads,
     "readme-encode": tables.region_readme_encode,

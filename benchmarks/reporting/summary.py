@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from . import descriptors, grouped_gemm, host, moe_layer, training
+from . import descriptors, fused_moe, grouped_gemm, host, moe_layer, training
 from .fmt import Results, f1, f2, gpu_name, listing, pct, ratio, span
 
-WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "grid_constant")
+WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "grid_constant")
 
 
 def machine_line(machine: Optional[Dict[str, Any]]) -> str:
@@ -100,6 +100,7 @@ def region_readme_measured(results: Results) -> str:
         text += grouped_gemm.readme_sentences(results)
     text += moe_layer.readme_sentences(results)
     text += training.readme_sentences(results)
+    text += fused_moe.readme_sentences(results)
     return "\n".join(text)
 
 

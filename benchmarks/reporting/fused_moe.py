@@ -1,0 +1,116 @@
+"""W8: the MoE expert layer after the router (torch, gcdsl, fused_moe, quack); its targets."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Tuple
+
+from .fmt import Results, f1, listing, md_table, ok, pct, ratio, span
+
+VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
+PEERS = ("torch", "quack")
+MODES = {"graph": "replayed from a CUDA graph, new routing every replay", "eager": "eager, new routing every call"}
+DECODE_TOKENS = 64  # up to here the layer streams its weights: HBM-bound
+HBM_FRACTION = 0.80  # decode target: weight-streaming bound / layer time
+
+
+def target_against(peer: str, tokens: int) -> float:
+    """The speed-up fused_moe aims at against `peer` (graph replays) at T = `tokens`."""
+    if peer == "quack":
+        return 1.0
+    return 1.5 if tokens <= DECODE_TOKENS else 1.15 if tokens >= 512 else 1.0
+
+
+def _rows(results: Results) -> Dict[Tuple, Dict[str, Any]]:
+    return {(r["shape"], r["tokens"], r["variant"], r["mode"]): r for r in results["W8"]["results"]}
+
+
+def points(results: Results) -> List[Tuple[str, int]]:
+    return list(dict.fromkeys((r["shape"], r["tokens"]) for r in results["W8"]["results"]))
+
+
+def _us(rows, shape: str, tokens: int, variant: str, mode: str) -> Optional[float]:
+    r = rows.get((shape, tokens, variant, mode))
+    return r["us"] if ok(r) else None
+
+
+def _bound(results: Results, shape: str, tokens: int) -> Optional[float]:
+    return next((r["bound_us"] for r in results["W8"]["results"]
+                 if (r["shape"], r["tokens"]) == (shape, tokens) and r.get("bound_us")), None)
+
+
+def ratios(results: Results, peer: str, mode: str = "graph", ours: str = "fused_moe") -> Dict[Tuple[str, int], float]:
+    """Peer time / `ours` time per (shape, tokens): above 1, `ours` is faster."""
+    rows, out = _rows(results), {}
+    for s, t in points(results):
+        a, b = _us(rows, s, t, ours, mode), _us(rows, s, t, peer, mode)
+        if a and b:
+            out[(s, t)] = b / a
+    return out
+
+
+def targets(results: Results) -> List[Dict[str, Any]]:
+    """Every W8 target on graph replays: against each peer, and the HBM fraction at decode."""
+    out = []
+    for peer in PEERS:
+        for (s, t), x in ratios(results, peer).items():
+            want = target_against(peer, t)
+            out.append({"what": f"{s}, {t} tokens: against {peer}", "value": ratio(x), "target": ratio(want),
+                        "met": x >= want})
+    rows = _rows(results)
+    for s, t in points(results):
+        ours, bound = _us(rows, s, t, "fused_moe", "graph"), _bound(results, s, t)
+        if t <= DECODE_TOKENS and ours and bound:
+            out.append({"what": f"{s}, {t} tokens: HBM fraction", "value": pct(bound / ours),
+                        "target": pct(HBM_FRACTION), "met": bound >= HBM_FRACTION * ours})
+    return out
+
+
+def region_w8(results: Results) -> Optional[str]:
+    if "W8" not in results:
+        return None
+    config = results["W8"]["config"]
+    rows = _rows(results)
+    lines = ["Command: `python benchmarks/w8_fused_moe.py`. The expert layer after the router, given `x`, `w1`, `w2`, "
+             "`topk_weights` and `topk_ids` made on the GPU by a random router, new routing every call. *torch*: "
+             "permute, `torch._grouped_mm`, SwiGLU, `torch._grouped_mm`, weighted combine; *gcdsl*: that layer on "
+             "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (SwiGLU in the gate-up GEMM's epilogue); "
+             f"*quack*: quack-kernels' fused pieces (`{config.get('quack')}`). Every output was checked against a "
+             f"float32 reference (relative error <= {config.get('tolerance')}) before it was timed. *Bound*: the "
+             "active experts' weight bytes over the measured device-to-device copy bandwidth "
+             f"({f1(config.get('copy_gbps', 0))} GB/s).", ""]
+    for mode, what in MODES.items():
+        table = []
+        for s, t in points(results):
+            cells = [s, str(t)] + [f1(u) if (u := _us(rows, s, t, v, mode)) else "-" for v in VARIANTS]
+            bound = _bound(results, s, t)
+            ours = _us(rows, s, t, "fused_moe", mode)
+            cells.append(f1(bound) if bound else "-")
+            for peer in PEERS:
+                x = ratios(results, peer, mode).get((s, t))
+                cells.append(ratio(x) if x else "-")
+            cells.append(pct(bound / ours) if bound and ours else "-")
+            table.append(cells)
+        lines += [f"Microseconds per layer, {what}; median of {config.get('rounds')} rounds of "
+                  f"{config.get('calls')} calls. Ratio = peer / fused_moe:", "",
+                  md_table(["shape", "tokens", *VARIANTS, "bound", "torch / fused_moe", "quack / fused_moe",
+                            "HBM fraction"], table), ""]
+    checks = targets(results)
+    missed = [f"{c['what']} {c['value']} (target {c['target']})" for c in checks if not c["met"]]
+    lines.append(f"Targets (graph replays): fused_moe at or above 1.50x torch's layer and {pct(HBM_FRACTION)} of the "
+                 f"HBM bandwidth for T <= {DECODE_TOKENS}, 1.15x torch's for T >= 512, and at or above quack "
+                 f"everywhere; {len(checks) - len(missed)} of {len(checks)} met."
+                 + (f" Missed: {listing(missed)}." if missed else ""))
+    return "\n".join(lines)
+
+
+def readme_sentences(results: Results) -> List[str]:
+    if "W8" not in results:
+        return []
+    torch_x, quack_x = ratios(results, "torch"), ratios(results, "quack")
+    if not torch_x:
+        return []
+    text = ("`gcdsl.ops.fused_moe`, the expert layer after the router (Qwen3-30B-A3B, DeepSeek-V3 at 8-way EP and "
+            f"Mixtral-8x7B, 1 to 4096 tokens, replayed from CUDA graphs), runs at {span(list(torch_x.values()), ratio)}"
+            " the speed of the same layer on `torch._grouped_mm`")
+    if quack_x:
+        text += f" and {span(list(quack_x.values()), ratio)} that of quack-kernels' fused pieces"
+    return [text + "."]
