@@ -60,8 +60,11 @@ class PackedDescriptorList(Carried):
     def __extract_mlir_attributes__(self) -> list:
         return _dsl.mlir_attributes(self.template) + [_dsl.grid_constant_attribute()]
 
-    def __str__(self) -> str:  # appears in kernel names
-        return f"PackedDescriptors_{self.count}"
+    def __str__(self) -> str:
+        # Appears in kernel names, with the template atom as the DSL names an atom argument.
+        # (It also keeps the name past the length under which the host JIT expands the name's
+        # copy into byte stores: ~10 ms of a first compile, `benchmarks/w4_compile.py`.)
+        return f"PackedDescriptors_{self.count}_{self.template}"
 
     __repr__ = __str__
 
