@@ -261,18 +261,7 @@ class _Launch:
         self.device = a.device
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
-        sms = _sm_count(a.device.index)
-        if activation == "swiglu" and schedule is None and tile_n is None:
-            # the tiles whose output sub-tiles fill the epilogue's buffers: 128 x 256, or
-            # ping-pong 128 x 128 (`GemmConfig`'s check)
-            schedule, tile_n = ("cooperative", 256) if problem.n % 256 == 0 else ("pingpong", 128)
-        schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
-        if schedule == "pingpong":
-            tile_n = tile_n or (128 if problem.n <= 128 else 192)
-        elif problem.ragged == "m":
-            tile_n = tile_n or pick_tile_n(problem.n, problem.total, problem.groups, sms)
-        else:  # every group has the same M-tiles: count them as groups of one tile each
-            tile_n = tile_n or pick_tile_n(problem.n, _fixed_m_tiles(problem), _fixed_m_tiles(problem), sms)
+        schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
         with torch.cuda.device(a.device):  # compile and load in a's device context
             plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
@@ -383,6 +372,24 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
             and problem.total >= PINGPONG_TILE_M * problem.groups:
         return "pingpong"
     return "cooperative"
+
+
+def pick_tiles(problem: Problem, schedule: Optional[str], tile_n: Optional[int], cluster_m: Optional[int],
+               sms: int) -> Tuple[str, int]:
+    """(schedule, tile_n) for `problem`, each picked where the caller left it None."""
+    if problem.activation == "swiglu" and schedule is None and tile_n is None:
+        # the tiles whose output sub-tiles fill the epilogue's buffers: 128 x 256, or
+        # ping-pong 128 x 128 (`GemmConfig`'s check)
+        return ("cooperative", 256) if problem.n % 256 == 0 else ("pingpong", 128)
+    schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
+    if tile_n:
+        return schedule, tile_n
+    if schedule == "pingpong":
+        return schedule, 128 if problem.n <= 128 else 192
+    if problem.ragged == "m":
+        return schedule, pick_tile_n(problem.n, problem.total, problem.groups, sms)
+    tiles = _fixed_m_tiles(problem)  # every group has the same M-tiles: count them as groups of one tile each
+    return schedule, pick_tile_n(problem.n, tiles, tiles, sms)
 
 
 def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:
