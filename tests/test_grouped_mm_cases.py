@@ -258,6 +258,18 @@ def test_cases_pingpong_schedule(case, la, lb, tile_n):
     check(run(a, b, ends, tile_n=tile_n, schedule="pingpong"), a, b, ends)
 
 
+@pytest.mark.parametrize("schedule", ["cooperative", "pingpong"])
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col"),
+                                          ("2d2d", "col", "row"), ("3d3d", "row", "col")])
+def test_cases_64_wide_tiles(case, la, lb, schedule):
+    """Tiles 64 columns wide (two output sub-tiles, the epilogue's buffers cut to two), on every
+    case, with the edge rows of ROWS and an N that ends inside a tile; in pairs too."""
+    a, b, ends = problem(case, la, lb, n=264)
+    check(run(a, b, ends, tile_n=64, schedule=schedule), a, b, ends)
+    if schedule == "cooperative" and case == "2d3d":
+        check(run(a, b, ends, tile_n=64, cluster_m=2), a, b, ends)
+
+
 # ---- autograd ---------------------------------------------------------------------------
 def _grads(fn, a, b, ends, dy):
     a, b = a.detach().requires_grad_(), b.detach().requires_grad_()
@@ -369,7 +381,8 @@ def test_cases_torch_compile_of_a_training_step():
     assert torch.allclose(b.grad.float(), b2.grad.float(), rtol=1e-2, atol=1e-3)
 
 
-@pytest.mark.parametrize("schedule, tile_n", [("cooperative", 256), ("pingpong", 128)])
+@pytest.mark.parametrize("schedule, tile_n", [("cooperative", 256), ("pingpong", 128), ("cooperative", 64),
+                                             ("pingpong", 64)])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_swiglu_epilogue_against_float32(schedule, tile_n, out_dtype):
     """grouped_mm_swiglu: silu(gate) * up of each group's rows, gate and up the two halves

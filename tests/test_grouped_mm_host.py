@@ -234,7 +234,7 @@ def test_pingpong_shared_memory_and_configuration(tile_n):
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448 < gemm.smem_bytes + gemm.stage_bytes
     with pytest.raises(ValueError, match="pairs are built for the cooperative schedule only"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4608, 7168, 192, 2, schedule="pingpong")
-    with pytest.raises(ValueError, match=r"tile_n = 256 is not one of \(128, 192\) \(pingpong schedule\)"):
+    with pytest.raises(ValueError, match=r"tile_n = 256 is not one of \(64, 128, 192\) \(pingpong schedule\)"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="pingpong")
     with pytest.raises(ValueError, match="schedule 'zigzag' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="zigzag")

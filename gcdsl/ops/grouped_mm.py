@@ -224,7 +224,7 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
                     schedule: Optional[str] = None, activation: str = "none") -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
-    `tile_n` (128 or 256 cooperative, 128 or 192 ping-pong), `cluster_m` (1 or 2,
+    `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
     cooperative) and `schedule` ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
     SCHEDULES) override the heuristics; the tests and the benchmarks use them to run
     every variant. `activation="swiglu"` is `grouped_mm_swiglu`'s product.

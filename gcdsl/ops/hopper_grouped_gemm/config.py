@@ -11,7 +11,9 @@ from ..grouped_cases import MAX_GROUPS  # a lane of the schedule warp holds G / 
 
 TILE_M = 128
 TILE_K = 64
-TILE_NS = (128, 256)  # cooperative: both warpgroups' accumulators hold one tile
+# Cooperative: both warpgroups' accumulators hold one tile. 64 for decode: twice the
+# tiles of 128 over a weight, so that more SMs stream it when a few experts have rows.
+TILE_NS = (64, 128, 256)
 EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output tile
 # How the two consumer warpgroups share the work (`GemmConfig.schedule`):
 #   "cooperative"  both on each 128-row tile, 64 rows each, and both on its epilogue;
@@ -22,7 +24,7 @@ EPI_TILE = (TILE_M, 32)  # one TMA store: 128 rows x 32 columns of the output ti
 #                  Its own sub-tile buffers and barrier each.
 SCHEDULES = ("cooperative", "pingpong")
 PINGPONG_TILE_M = 128
-PINGPONG_TILE_NS = (128, 192)
+PINGPONG_TILE_NS = (64, 128, 192)
 
 THREADS = 384
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # 128 x 40 + 256 x 232 <= 64K registers
@@ -93,8 +95,10 @@ class GemmConfig:
     @property
     def epi_stages(self) -> int:
         """Output sub-tiles in flight: four of 8 KiB for 16-bit outputs, two of 16 KiB for
-        fp32 (with ping-pong, half as many for each warpgroup)."""
-        return (4 if self.c_dtype.width == 16 else 2) // (2 if self.schedule == "pingpong" else 1)
+        fp32 (with ping-pong, half as many for each warpgroup), and never more than a tile
+        has (a 64-wide tile has two, one with SwiGLU)."""
+        full = (4 if self.c_dtype.width == 16 else 2) // (2 if self.schedule == "pingpong" else 1)
+        return max(1, min(full, self.out_tile_n // EPI_TILE[1]))
 
     @property
     def out_tile_n(self) -> int:
