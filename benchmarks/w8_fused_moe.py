@@ -29,7 +29,7 @@ Method
 - Targets (graph replays): fused_moe at or above 1.5x torch's layer and 80% of the HBM
   bandwidth for T <= 64, 1.15x torch's for T >= 512, and at or above quack everywhere.
 
-    python benchmarks/w8_fused_moe.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 3]
+    python benchmarks/w8_fused_moe.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 3] [--every-config]
 
 Writes benchmarks/results/W8.json (machine, commit, every sample) and W8_<shape>.png
 (graph-replayed time against T).
@@ -59,6 +59,14 @@ from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable o
 TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
 MODES = ("graph", "eager")
+# `--every-config`: fused_moe with one of its GEMMs forced to each configuration the kernel
+# has ("fused_moe up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "fused_moe down ..." the
+# down GEMM; `gcdsl.ops.grouped_mm.forcing`), graph replays only: the data for its rules.
+FORCED = (tuple(f"fused_moe up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
+                                                     ("pingpong", 128), ("pingpong", 64)))
+          + tuple(f"fused_moe down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128),
+                                                       ("cooperative", 64), ("pingpong", 192), ("pingpong", 128),
+                                                       ("pingpong", 64))))
 POOL = 4
 TOLERANCE = 2e-2
 
@@ -88,6 +96,18 @@ def layer(variant: str) -> Callable:
         import gcdsl.ops
 
         return gcdsl.ops.fused_moe
+    if variant in FORCED:
+        import gcdsl.ops
+        from gcdsl.ops.grouped_mm import forcing
+
+        _, gemm, schedule, tile_n = variant.split()
+        activation = "swiglu" if gemm == "up" else "none"
+
+        def forced(*args):
+            with forcing(activation, schedule, int(tile_n)):
+                return gcdsl.ops.fused_moe(*args)
+
+        return forced
     return quack_layer
 
 
@@ -184,6 +204,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
     variants = [v for v in VARIANTS if v in (args.variants.split(",") if args.variants else VARIANTS)]
+    if args.every_config:
+        variants += FORCED
     for shape in shapes:
         for t in tokens:
             p = Point(shape, t)
@@ -203,13 +225,14 @@ def run(args, machine: Dict[str, Any]) -> Report:
                     if not err <= TOLERANCE:
                         raise AssertionError(f"relative error {err:.2e}")
                     timers[(v, "graph")] = graph_timer(p, fn, args.calls)
-                    timers[(v, "eager")] = eager_timer(p, fn, args.calls)
+                    if v not in FORCED:
+                        timers[(v, "eager")] = eager_timer(p, fn, args.calls)
                 except Exception as exc:  # noqa: BLE001  (a failing variant is reported, not fatal)
                     status = FAILED if isinstance(exc, AssertionError) else ERROR
                     print(f"  {v}: {status}: {str(exc)[:300]}", flush=True)
                     if args.verbose:
                         traceback.print_exc()
-                    for mode in MODES:
+                    for mode in MODES[:1] if v in FORCED else MODES:
                         report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=status,
                                    detail=str(exc)[:2000])
             samples: Dict[tuple, List[float]] = {key: [] for key in timers}
@@ -222,8 +245,10 @@ def run(args, machine: Dict[str, Any]) -> Report:
                            active_experts=p.active, bound_us=bound_us, vs_bound=us / bound_us if bound_us else None)
             del p, timers
             torch.cuda.empty_cache()
-    summarize_report(report, shapes, tokens, variants)
-    report.config["plots"] = [path for shape in shapes if (path := _plot(report, shape, variants))]
+    main_variants = [v for v in variants if v not in FORCED]
+    summarize_report(report, shapes, tokens, main_variants)
+    _print_forced(report, shapes, tokens, [v for v in variants if v in FORCED])
+    report.config["plots"] = [path for shape in shapes if (path := _plot(report, shape, main_variants))]
     return report
 
 
@@ -253,6 +278,24 @@ def _bound(report: Report, shape: str, t: int):
     """The weight-streaming bound of (shape, T), in microseconds (None where unmeasured)."""
     return next((r["bound_us"] for r in report.rows if (r["shape"], r["tokens"]) == (shape, t) and r.get("bound_us")),
                 None)
+
+
+def _print_forced(report: Report, shapes, tokens, forced) -> None:
+    """--every-config: each forced configuration's graph replay over the default's (above 1:
+    the forced one is faster), per point, and the fastest of each GEMM's."""
+    if not forced:
+        return
+    rows = []
+    for shape in shapes:
+        for t in tokens:
+            default = _us(report, shape.name, t, "fused_moe", "graph")
+            times = {v: _us(report, shape.name, t, v, "graph") for v in forced}
+            best = {gemm: min((u, v) for v, u in times.items() if u and v.split()[1] == gemm)
+                    for gemm in ("up", "down") if any(u and v.split()[1] == gemm for v, u in times.items())}
+            rows.append([shape.name, t, *(f"{default / u:.2f}x" if default and u else "-" for u in times.values()),
+                         *(" ".join(best[g][1].split()[2:]) if g in best else "-" for g in ("up", "down"))])
+    print("\nfused_moe with one GEMM forced: the default's graph time over each configuration's")
+    print(table(["shape", "tokens", *(v[len("fused_moe "):] for v in forced), "fastest up", "fastest down"], rows))
 
 
 def summarize_report(report: Report, shapes, tokens, variants) -> None:
@@ -298,6 +341,8 @@ def parse_args(argv=None):
     p.add_argument("--variants", default="", help="comma-separated subset of " + ",".join(VARIANTS))
     p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--every-config", action="store_true",
+                   help="also time fused_moe with each GEMM forced to each configuration (FORCED), graph only")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -381,8 +381,8 @@ def test_cases_torch_compile_of_a_training_step():
     assert torch.allclose(b.grad.float(), b2.grad.float(), rtol=1e-2, atol=1e-3)
 
 
-@pytest.mark.parametrize("schedule, tile_n", [("cooperative", 256), ("pingpong", 128), ("cooperative", 64),
-                                             ("pingpong", 64)])
+@pytest.mark.parametrize("schedule, tile_n", [("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
+                                             ("pingpong", 128), ("pingpong", 64)])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_swiglu_epilogue_against_float32(schedule, tile_n, out_dtype):
     """grouped_mm_swiglu: silu(gate) * up of each group's rows, gate and up the two halves

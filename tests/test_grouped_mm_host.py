@@ -474,3 +474,32 @@ def test_swiglu_backward_runs_through_grouped_mm_cases():
         facts = (tuple(grad_x.shape), grad_x.stride(), tuple(grad_b.shape), grad_b.stride(), grad_b.dtype)
     # b's gradient as b lies: (G, K, N) K-major, the transpose of a contiguous (G, N, K)
     assert facts == ((64, 128), (128, 1), (4, 128, 256), (256 * 128, 1, 128), torch.bfloat16)
+
+
+def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_block(monkeypatch):
+    """`forcing` hands its (schedule, tile_n) to the launches the op picks itself, for the
+    activation named, nested blocks restore the outer one, and nothing stays forced after."""
+    seen = []
+
+    class Launch:
+        problem = types.SimpleNamespace(make_output=lambda device: None)
+
+        def __call__(self, *args):
+            return None
+
+    def launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none"):
+        seen.append((activation, schedule, tile_n))
+        return Launch()
+
+    monkeypatch.setattr(gm, "_launch_for", launch_for)
+    a = types.SimpleNamespace(device="cpu")
+    with gm.forcing("swiglu", "pingpong", 64):
+        gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
+        gm._grouped_mm_impl(a, None, None, None)
+        with gm.forcing("swiglu", "cooperative", 128):
+            gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
+        gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
+    gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
+    assert seen == [("swiglu", "pingpong", 64), ("none", None, None), ("swiglu", "cooperative", 128),
+                    ("swiglu", "pingpong", 64), ("swiglu", None, None)]
+    assert gm._FORCED == {}

@@ -47,9 +47,10 @@ half a tile (each CTA's half of the last B tile starts inside B), else single CT
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterator, Optional, Tuple
 
 import torch
 import torch.utils._python_dispatch
@@ -215,8 +216,30 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
-    launch = _launch_for(a, b, offs, out_dtype, activation=activation)
+    schedule, tile_n = _FORCED.get(activation, (None, None))
+    launch = _launch_for(a, b, offs, out_dtype, tile_n, None, schedule, activation)
     return launch(a, b, offs, launch.problem.make_output(a.device))
+
+
+# (schedule, tile_n) per activation while `forcing` holds; empty otherwise.
+_FORCED: Dict[str, Tuple[Optional[str], Optional[int]]] = {}
+
+
+@contextlib.contextmanager
+def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None) -> Iterator[None]:
+    """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
+    runs `schedule` and `tile_n` where the heuristics would pick them: how the benchmarks
+    time each configuration inside a layer whose calls they do not make (`fused_moe`).
+    For measurement: not thread-safe, and a CUDA graph keeps what was forced at capture."""
+    before = _FORCED.get(activation)
+    _FORCED[activation] = (schedule, tile_n)
+    try:
+        yield
+    finally:
+        if before is None:
+            del _FORCED[activation]
+        else:
+            _FORCED[activation] = before
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
