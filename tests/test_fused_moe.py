@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
 from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
-from gcdsl.ops.fused_moe import _check_ids, route_slots  # noqa: E402
+from gcdsl.ops.fused_moe import _check_ids, combine, route_slots  # noqa: E402
 
 
 def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
@@ -21,6 +21,25 @@ def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
     order, offs = route_slots(ids, experts=5)
     assert order.tolist() == [1, 2, 4, 5, 7, 0, 3, 6]  # expert 0: slots 1, 2; 1: 4, 5; 2: 7; 3: 0, 3, 6
     assert offs.dtype == torch.int32 and offs.tolist() == [2, 4, 5, 8, 8]  # expert 4 has none
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_combine_weighs_each_tokens_slots_from_the_rows_that_hold_them(dtype):
+    """Rows in slot order (as the down GEMM leaves them), every one distinct: each token's
+    sum must read its own k rows, through the inverse of `order`, with its own weights."""
+    g = torch.Generator().manual_seed(0)
+    tokens, k, hidden = 6, 3, 40
+    ids = torch.randint(0, 4, (tokens, k), generator=g)
+    ids[1] = 2  # a token naming one expert k times
+    weights = torch.rand(tokens, k, generator=g)
+    order, _ = route_slots(ids, experts=4)
+    y = torch.randn(tokens * k, hidden, generator=g).to(dtype)
+    out = combine(y, order, weights)
+    slot_row = torch.empty_like(order)
+    slot_row[order] = torch.arange(order.numel())
+    ref = torch.stack([sum(weights[t, j] * y[slot_row[t * k + j]].float() for j in range(k)) for t in range(tokens)])
+    assert out.dtype == dtype and out.shape == (tokens, hidden)
+    assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
 
 
 def _layer(experts=8, hidden=128, inter=128, tokens=16, k=2, device="cuda", dtype=torch.bfloat16):

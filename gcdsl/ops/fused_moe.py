@@ -18,7 +18,9 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
     gate-up   `grouped_mm_swiglu` over x's rows in slot order: silu(gate) * up, (T k, I),
               the activation applied in the GEMM's epilogue;
     down      `grouped_mm`: (T k, H);
-    combine   each slot's row, times its weight, added into its token's row in float32.
+    combine   the slots' rows put back in token order, then each token's k rows weighed
+              and summed by one batched (1 x k) @ (k x H) product: fp32 accumulation,
+              the weights rounded to x's dtype, no atomics (the same sum on every run).
 
 For inference: the op has no autograd formula (a training step differentiates through
 `grouped_mm_swiglu` and `grouped_mm`, which have one).
@@ -65,14 +67,22 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
 
 
 def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
-    tokens, top_k = topk_ids.shape
+    top_k = topk_ids.shape[1]
     order, offs = route_slots(topk_ids, w1.shape[0])
     token = order // top_k
     act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
-    y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H)
-    weighted = y.float() * topk_weights.reshape(-1)[order, None].float()
-    out = torch.zeros(tokens, x.shape[1], dtype=torch.float32, device=x.device)
-    return out.index_add_(0, token, weighted).to(x.dtype)
+    y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), slot order
+    return combine(y, order, topk_weights)
+
+
+def combine(y: torch.Tensor, order: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
+    """(T, H) in y's dtype: out[t] = sum_j topk_weights[t, j] * y[i] for the row i that holds
+    slot t k + j (`order[i] = t k + j`). Three kernels and one pass over y's rows each way:
+    the rows scattered to token order, the weights converted, one batched product."""
+    tokens, top_k = topk_weights.shape
+    by_token = torch.empty_like(y)
+    by_token[order] = y
+    return torch.bmm(topk_weights.to(y.dtype).unsqueeze(1), by_token.view(tokens, top_k, -1)).squeeze(1)
 
 
 @_fused_moe_op.register_fake
