@@ -7,6 +7,7 @@ Given `x` (T, H), `w1` (E, 2I, H), `w2` (E, H, I) and the router's `topk_weights
     torch        permute, torch._grouped_mm, SwiGLU, torch._grouped_mm, weighted combine
     gcdsl        the same layer on gcdsl.ops.grouped_mm
     fused_moe    gcdsl.ops.fused_moe (SwiGLU in the gate-up GEMM's epilogue)
+    megakernel   fused_moe with both GEMMs in one persistent kernel (fused_moe_megakernel)
     quack        quack-kernels' fused pieces: gemm_act (cu_seqlens_m, A_idx gathering
                  x's rows, SwiGLU over w1's [gate; up] halves), then gemm, then the
                  same combine; their default configuration (tuned=False)
@@ -57,7 +58,7 @@ from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
 from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable or not)
 
 TOKENS = (1, 8, 64, 512, 4096)
-VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
+VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe with one of its GEMMs forced to each configuration the kernel
 # has ("fused_moe up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "fused_moe down ..." the
@@ -96,6 +97,10 @@ def layer(variant: str) -> Callable:
         import gcdsl.ops
 
         return gcdsl.ops.fused_moe
+    if variant == "megakernel":
+        import importlib
+
+        return importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
     if variant in FORCED:
         import gcdsl.ops
         from gcdsl.ops.grouped_mm import forcing

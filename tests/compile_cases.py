@@ -187,6 +187,25 @@ def _grouped_gemm_max_groups():
 GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
+def _moe_experts(experts, hidden, inter):
+    def build():
+        import cutlass
+        from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
+
+        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter)
+        return kernel, kernel.trace_args()
+
+    return build
+
+
+# Both GEMMs of an expert layer in one kernel (tests/test_fused_moe.py holds them):
+# Qwen3-30B-A3B's experts, and a small layer whose H is not a multiple of the tile.
+MOE_EXPERTS_CASES = {
+    "moe_experts_e128_h2048_i768": _moe_experts(128, 2048, 768),
+    "moe_experts_e8_h200_i64": _moe_experts(8, 200, 64),
+}
+
+
 def _dropin(case):
     """The drop-in kernels of tests/kernels/dropin.py, by case name."""
 
@@ -327,7 +346,7 @@ def main() -> int:
             # The grouped GEMM cases (sm_90a only, large) are kept out of CASES, which the
             # PTX fingerprints and the sm_100a runs iterate over; tests/test_grouped_mm_ptx.py
             # holds them.
-            fn, fn_args = {**CASES, **GROUPED_GEMM_CASES, **COMPAT_CASES}[case]()
+            fn, fn_args = {**CASES, **GROUPED_GEMM_CASES, **MOE_EXPERTS_CASES, **COMPAT_CASES}[case]()
             cute.compile(fn, *fn_args)
         except Exception as err:
             if not args.keep_going:

@@ -6,6 +6,8 @@ against a float32 reference of the same layer, over token counts, k and the rout
 that break layers (every slot on one expert, experts without tokens, a token naming an
 expert twice), and a captured graph replayed after the routing changed in place.
 """
+import re
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,7 +15,7 @@ torch = pytest.importorskip("torch")
 import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
 from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
-from gcdsl.ops.fused_moe import _check_ids, combine, route_slots  # noqa: E402
+from gcdsl.ops.fused_moe import _check_ids, combine, fused_moe_megakernel, route_slots  # noqa: E402
 
 
 def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
@@ -40,6 +42,36 @@ def test_combine_weighs_each_tokens_slots_from_the_rows_that_hold_them(dtype):
     ref = torch.stack([sum(weights[t, j] * y[slot_row[t * k + j]].float() for j in range(k)) for t in range(tokens)])
     assert out.dtype == dtype and out.shape == (tokens, hidden)
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+
+
+@pytest.fixture(scope="module")
+def experts_kernels(compile_cases):
+    from tests.compile_cases import MOE_EXPERTS_CASES
+
+    return compile_cases("sm_90a", "gcdsl", tuple(MOE_EXPERTS_CASES))
+
+
+@pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12)])
+def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
+    """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
+    local memory, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
+    one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
+    storing thread waits for its stores to be written, fences the proxies, then counts
+    (release); a down tile's producer spins on acquire loads, then fences, then loads."""
+    from gcdsl import ptx
+
+    text = experts_kernels.ptx(case)
+    entry = ptx.single_entry(text)
+    assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 6
+    assert "tensormap.replace" not in text and "fence.proxy.tensormap" not in text
+    assert ".local" not in text and text.count("wgmma.mma_async") == wgmmas
+    writer = re.search(r"cp\.async\.bulk\.wait_group\s+0;\s+fence\.proxy\.async\.global;(?:(?!\n\$L)[^;]*;){0,4}?"
+                       r"\s*atom\.global\.release\.add", text)
+    assert writer, "the count of a stored tile must follow the stores' completion and a proxy fence"
+    spin = re.search(r"(\$L__BB\d+_\d+):\s+ld\.acquire\.gpu\.global\.b32[^;]*;[^$]*?bra\s+\1;\s+"
+                     r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text)
+    assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
+    assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
 
 
 def _layer(experts=8, hidden=128, inter=128, tokens=16, k=2, device="cuda", dtype=torch.bfloat16):
@@ -126,41 +158,57 @@ def _check_close(out, ref):
     assert err <= 2e-2, err
 
 
+# The layer as `fused_moe` runs it (two grouped GEMMs) and with both GEMMs in one kernel.
+LAYERS = {"fused_moe": gcdsl.ops.fused_moe, "megakernel": fused_moe_megakernel}
+
+
 @pytest.mark.gpu
+@pytest.mark.parametrize("layer", LAYERS)
 @pytest.mark.parametrize("tokens", [1, 2, 8, 64, 512, 4096])
 @pytest.mark.parametrize("k", [1, 2, 8])
-def test_layer_against_float32(tokens, k):
+def test_layer_against_float32(tokens, k, layer):
     experts, hidden, inter = 16, 256, 192
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=tokens + k)
-    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids, validate=True),
-                 moe_experts_reference(x, w1, w2, weights, ids))
+    _check_close(LAYERS[layer](x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("layer", LAYERS)
 @pytest.mark.parametrize("kind", ["one expert", "duplicates"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_layer_on_the_routings_that_break_layers(kind, dtype):
+def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
     experts, hidden, inter, tokens, k = 8, 128, 256, 300, 2
     w1, w2 = _weights(experts, hidden, inter, dtype=dtype)
     x = torch.randn(tokens, hidden, device="cuda").to(dtype)
     weights, ids = _routing(tokens, experts, k, kind)
-    out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+    out = LAYERS[layer](x, w1, w2, weights, ids)
     assert out.dtype == dtype
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
-def test_captured_layer_replays_after_the_routing_changed():
+def test_validate_checks_the_ids_and_changes_nothing_else():
+    experts, hidden, inter, tokens, k = 16, 256, 192, 64, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random")
+    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids, validate=True),
+                 moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("layer", LAYERS)
+def test_captured_layer_replays_after_the_routing_changed(layer):
     experts, hidden, inter, tokens, k = 16, 256, 128, 64, 4
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=1)
-    gcdsl.ops.fused_moe(x, w1, w2, weights, ids)  # compile and warm up outside the capture
+    LAYERS[layer](x, w1, w2, weights, ids)  # compile and warm up outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+        out = LAYERS[layer](x, w1, w2, weights, ids)
     for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates")):
         new_weights, new_ids = _routing(tokens, experts, k, kind, seed=seed)
         weights.copy_(new_weights)

@@ -73,6 +73,9 @@ def test_tutorial_04_fused_moe(tmp_path):
         assert "1 5-D TMA load of w1 a stage" in proc.stdout  # gate and up rows in one box
         assert "64 ex2 and 64 rcp a thread" in proc.stdout and "(768 of the 1536 columns)" in proc.stdout
         assert "532 bytes in 8 parameters" in proc.stdout and "local memory: none" in proc.stdout
+        assert ("one kernel (fused_moe_megakernel): 1 kernel, 6 TMA descriptors in parameter space; a gate-up "
+                "tile's count 1 release add after its stores, a down tile's wait 2 acquire loads, 2 proxy fences"
+                in proc.stdout)
 
 
 def test_tutorial_05_expert_parallel_on_two_cpu_processes(tmp_path):

@@ -16,13 +16,15 @@ sums each token's rows. So the layer can be captured in a CUDA graph and replaye
 after the routing changed.
 
 On a GPU: the layer verified against float32, eager and replayed from a graph on new
-routing, and timed beside the same layer on torch._grouped_mm. Without one: the
-SwiGLU kernel compiled for sm_90a, its desugared source and its PTX.
+routing, and timed beside the same layer on torch._grouped_mm, and with both GEMMs in
+one persistent kernel. Without one: the SwiGLU kernel compiled for sm_90a, its
+desugared source and its PTX, and the one-kernel layer's PTX facts.
 
     python tutorials/04_fused_moe.py [--experts 128] [--tokens 64] [--top-k 8]
                                       [--hidden 2048] [--intermediate 768]
 """
 import argparse
+import importlib
 import sys
 
 from _machine import DUMP_DIR, HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
@@ -49,6 +51,7 @@ def run_on_gpu(args, shape: MoEShape) -> bool:
         return ((out.float() - ref).abs().max() / ref.abs().max()).item()
 
     layers = {"gcdsl.ops.fused_moe": gcdsl.ops.fused_moe,
+              "both GEMMs in one kernel": importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel,
               "torch._grouped_mm": lambda x, w1, w2, weights, ids: moe_experts(x, w1, w2, weights, ids,
                                                                                 GROUPED_MMS["torch"])}
     ok, rows = True, []
@@ -101,6 +104,20 @@ def compile_only(args, shape: MoEShape) -> bool:
           f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
           f"{text.count('cp.async.bulk.tensor.3d.global')} TMA stores of 128 x 32 a tile "
           f"({n // 2} of the {n} columns)")
+
+    # Both GEMMs in one persistent kernel: each CTA's gate-up tiles, then its down tiles,
+    # a down tile waiting until its expert's gate-up tiles are stored.
+    from gcdsl import ptx
+    from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
+
+    both = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate)
+    text = ptx.of(cute.compile(both, *both.trace_args()))
+    entry = ptx.single_entry(text)
+    descriptors = len([p for p in entry.params if p.size == 128 and p.align == 64])
+    print(f"\nBoth GEMMs in one kernel (fused_moe_megakernel): {len(ptx.entries(text))} kernel, {descriptors} "
+          f"TMA descriptors in parameter space; a gate-up tile's count {text.count('atom.global.release.add')} "
+          f"release add after its stores, a down tile's wait {text.count('ld.acquire.gpu')} acquire loads, "
+          f"{text.count('fence.proxy.async.global')} proxy fences")
     return True
 
 

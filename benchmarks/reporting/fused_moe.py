@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .fmt import Results, f1, listing, md_table, ok, pct, ratio, span
 
-VARIANTS = ("torch", "gcdsl", "fused_moe", "quack")
+VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")  # the region shows those measured
 PEERS = ("torch", "quack")
 MODES = {"graph": "replayed from a CUDA graph, new routing every replay", "eager": "eager, new routing every call"}
 DECODE_TOKENS = 64  # up to here the layer streams its weights: HBM-bound
@@ -69,18 +69,20 @@ def region_w8(results: Results) -> Optional[str]:
         return None
     config = results["W8"]["config"]
     rows = _rows(results)
+    variants = [v for v in VARIANTS if any(r["variant"] == v for r in results["W8"]["results"])]
     lines = ["Command: `python benchmarks/w8_fused_moe.py`. The expert layer after the router, given `x`, `w1`, `w2`, "
              "`topk_weights` and `topk_ids` made on the GPU by a random router, new routing every call. *torch*: "
              "permute, `torch._grouped_mm`, SwiGLU, `torch._grouped_mm`, weighted combine; *gcdsl*: that layer on "
              "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (SwiGLU in the gate-up GEMM's epilogue); "
-             f"*quack*: quack-kernels' fused pieces (`{config.get('quack')}`). Every output was checked against a "
+             + ("*megakernel*: that layer with both GEMMs in one persistent kernel; " if "megakernel" in variants else "")
+             + f"*quack*: quack-kernels' fused pieces (`{config.get('quack')}`). Every output was checked against a "
              f"float32 reference (relative error <= {config.get('tolerance')}) before it was timed. *Bound*: the "
              "active experts' weight bytes over the measured device-to-device copy bandwidth "
              f"({f1(config.get('copy_gbps', 0))} GB/s).", ""]
     for mode, what in MODES.items():
         table = []
         for s, t in points(results):
-            cells = [s, str(t)] + [f1(u) if (u := _us(rows, s, t, v, mode)) else "-" for v in VARIANTS]
+            cells = [s, str(t)] + [f1(u) if (u := _us(rows, s, t, v, mode)) else "-" for v in variants]
             bound = _bound(results, s, t)
             ours = _us(rows, s, t, "fused_moe", mode)
             cells.append(f1(bound) if bound else "-")
@@ -91,7 +93,7 @@ def region_w8(results: Results) -> Optional[str]:
             table.append(cells)
         lines += [f"Microseconds per layer, {what}; median of {config.get('rounds')} rounds of "
                   f"{config.get('calls')} calls. Ratio = peer / fused_moe:", "",
-                  md_table(["shape", "tokens", *VARIANTS, "bound", "torch / fused_moe", "quack / fused_moe",
+                  md_table(["shape", "tokens", *variants, "bound", "torch / fused_moe", "quack / fused_moe",
                             "HBM fraction"], table), ""]
     checks = targets(results)
     missed = [f"{c['what']} {c['value']} (target {c['target']})" for c in checks if not c["met"]]

@@ -31,7 +31,7 @@ reads them first (one synchronisation) and says which is wrong, at the caller's 
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Dict, Tuple
 
 import torch
 
@@ -73,6 +73,66 @@ def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
     y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), slot order
     return combine(y, order, topk_weights)
+
+
+def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                         topk_ids: torch.Tensor) -> torch.Tensor:
+    """`fused_moe` with both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`):
+    each CTA's gate-up tiles, then its down tiles, a down tile waiting on a per-expert
+    count of its expert's stored gate-up tiles. The route, row gather and combine as in
+    `fused_moe`. Eager and in CUDA graphs (not a custom op: `torch.compile` cannot trace
+    it). Not yet `fused_moe`'s default: that waits for its measurements (W8)."""
+    _check(x, w1, w2, topk_weights, topk_ids)
+    experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
+    top_k = topk_ids.shape[1]
+    order, offs = route_slots(topk_ids, experts)
+    xs = x[order // top_k]
+    total = xs.shape[0]
+    act = torch.empty(total, inter, dtype=x.dtype, device=x.device)  # the kernel's scratch
+    y = torch.empty(total, hidden, dtype=x.dtype, device=x.device)
+    if total:
+        done = torch.zeros(experts, dtype=torch.int32, device=x.device)  # stored gate-up tiles per expert
+        _experts_launch(x.dtype, experts, hidden, inter, x.device)(xs, w1, act, w2, y, offs, done)
+    return combine(y, order, topk_weights)
+
+
+class _ExpertsLaunch:
+    """`MoeExperts` compiled for one (dtype, E, H, I, device), called with plain ints through TVM-FFI."""
+
+    def __init__(self, dtype: torch.dtype, experts: int, hidden: int, inter: int, device: torch.device) -> None:
+        import cutlass
+
+        import gcdsl.launch
+        from .grouped_mm import _make_context_current, _max_active_clusters
+        from .hopper_grouped_gemm.experts import MoeExperts
+
+        _make_context_current(device.index)
+        ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
+        self.gemms = MoeExperts(ab, experts, hidden, inter)
+        self.kernel = gcdsl.launch.compile_tvm_ffi(self.gemms, *self.gemms.trace_args())
+        # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
+        self.max_ctas = _max_active_clusters(device.index or 0, 1)
+        self.itemsize = torch.empty((), dtype=dtype).element_size()
+
+    def __call__(self, xs, w1, act, w2, y, offs, done) -> None:
+        from .grouped_mm import _current_stream
+
+        total = xs.shape[0]
+        back = total * self.itemsize  # the ragged store descriptors' bases: M rows before each output
+        ctas = max(1, min(self.gemms.tile_bound(total), self.max_ctas))
+        self.kernel(xs.data_ptr(), w1.data_ptr(), act.data_ptr() - back * act.shape[1], act.data_ptr(),
+                    w2.data_ptr(), y.data_ptr() - back * y.shape[1], offs.data_ptr(), done.data_ptr(), total, ctas,
+                    _current_stream(xs.device.index))
+
+
+_EXPERTS_LAUNCHES: Dict[Tuple, _ExpertsLaunch] = {}
+
+
+def _experts_launch(dtype: torch.dtype, experts: int, hidden: int, inter: int, device: torch.device) -> _ExpertsLaunch:
+    key = (dtype, experts, hidden, inter, device.index)
+    if key not in _EXPERTS_LAUNCHES:
+        _EXPERTS_LAUNCHES[key] = _ExpertsLaunch(dtype, experts, hidden, inter, device)
+    return _EXPERTS_LAUNCHES[key]
 
 
 def combine(y: torch.Tensor, order: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:

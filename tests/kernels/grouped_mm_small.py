@@ -7,8 +7,8 @@
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
 ping-pong consumers, both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm` on the same
-groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch). Exits 1 if
-a result is wrong.
+groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), and an
+expert layer's two GEMMs in one kernel. Exits 1 if a result is wrong.
 """
 import sys
 
@@ -103,7 +103,30 @@ def other_cases(rows) -> bool:
         good = err <= 1e-2
         ok &= good
         print(f"{name}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+    ok &= experts_in_one_kernel()
     return ok
+
+
+def experts_in_one_kernel() -> bool:
+    """Both GEMMs of an expert layer in one kernel (`fused_moe_megakernel`): the down tiles
+    wait on counts of gate-up tiles other CTAs store; an expert without tokens."""
+    import importlib
+
+    from benchmarks.moe_layer import moe_experts_reference
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    experts, hidden, inter, tokens, k = 8, 264, 128, 200, 2
+    w1 = (torch.randn(experts, 2 * inter, hidden, device="cuda") / hidden ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(experts, hidden, inter, device="cuda") / inter ** 0.5).to(torch.bfloat16)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    ids = torch.randint(0, experts - 1, (tokens, k), device="cuda")  # the last expert: no tokens
+    weights = torch.rand(tokens, k, device="cuda")
+    out = fm.fused_moe_megakernel(x, w1, w2, weights, ids).float()
+    ref = moe_experts_reference(x, w1, w2, weights, ids)
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    good = err <= 2e-2
+    print(f"expert layer in one kernel: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+    return good
 
 
 if __name__ == "__main__":

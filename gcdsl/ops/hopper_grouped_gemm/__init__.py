@@ -48,7 +48,8 @@ share the same B tile through L2. Cluster c takes cluster tiles c, c + clusters,
 c + 2 clusters, ... and finds their group by walking the table forward.
 
 Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGemm`:
-`schedule.py`, `producer.py`, `consumers.py`, `epilogue.py`; the sizes in `config.py`)
+`schedule.py`, `producer.py`, `consumers.py`, `epilogue.py`; the sizes in `config.py`;
+`experts.py` runs two of these GEMMs, an MoE layer's, one after the other in one kernel)
     warpgroup 0   warp 0 issues the TMA loads of A and B into a ring of
                   `stages` shared-memory buffers (`cutlass.pipeline.PipelineTmaAsync`:
                   a full and an empty mbarrier per stage); warp 1 builds the
@@ -83,7 +84,7 @@ inside B (`pairs_fit`).
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import cuda.bindings.driver as cuda
 
@@ -128,7 +129,9 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
     the ragged store descriptor) and `offs_ptr` the (G,) Int32 group ends on the device.
     """
 
-    def __init__(self, config: GemmConfig) -> None:
+    def __init__(self, config: GemmConfig, stages: Optional[int] = None) -> None:
+        """`stages`: the ring's depth, where a kernel holding this GEMM and another
+        (`experts.py`) shares one ring between them; else as many as shared memory holds."""
         self.config = config
         self.ab_dtype, self.c_dtype, self.acc_dtype = config.ab_dtype, config.c_dtype, cutlass.Float32
         self.groups, self.n, self.k, self.m = config.groups, config.n, config.k, config.m
@@ -152,7 +155,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
         self.header_bytes = header_bytes(self.table_groups)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
-        self.stages = min(MAX_STAGES, budget // self.stage_bytes)
+        self.stages = stages or min(MAX_STAGES, budget // self.stage_bytes)
 
     @property
     def stage_consumer_warps(self) -> int:

@@ -20,8 +20,14 @@ class Consumers:
                 total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor, tile_end: cute.Tensor,
                 row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
-                warpgroup_idx: cutlass.Int32):
-        """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store."""
+                warpgroup_idx: cutlass.Int32, states=None, finish: bool = True,
+                signal: Optional[cute.Tensor] = None):
+        """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store.
+
+        For a kernel that runs two GEMMs one after the other (`experts.py`): `states`, the
+        (read, release) pipeline states to go on from; `finish`, whether to wait at the end
+        for the last stores to have read shared memory; `signal`, counters: each tile's
+        storing thread adds one to signal[group] once the tile is written. Returns the states."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
@@ -29,8 +35,11 @@ class Consumers:
         tCrA, tCrB, acc, (tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators) = self.consumer_views(
             tiled_mma, sA, sB, sC, consumer_tidx)
 
-        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        if cutlass.const_expr(states is None):
+            read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        else:
+            read, release = states
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         tile = cluster_idx
         group = cutlass.Int32(0)
@@ -51,12 +60,15 @@ class Consumers:
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
                 self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
-                                group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0)
+                                group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0,
+                                signal)
             tile += num_clusters
 
-        if warp == FIRST_CONSUMER_WARP:
-            with cute.arch.elect_one():
-                cute.arch.cp_async_bulk_wait_group(0, read=True)
+        if cutlass.const_expr(finish):
+            if warp == FIRST_CONSUMER_WARP:
+                with cute.arch.elect_one():
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+        return read, release
 
     @cute.jit
     def consume_pingpong(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,

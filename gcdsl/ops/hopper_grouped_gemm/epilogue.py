@@ -2,7 +2,7 @@
 shared-memory sub-tiles, one TMA store each."""
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import cutlass
 import cutlass.cute as cute
@@ -64,10 +64,12 @@ class Epilogue:
                    accumulators: Tuple[Tuple[Any, ...], ...], group: cutlass.Int32, start: cutlass.Int32,
                    rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32, warp: cutlass.Int32,
                    epilogue_barrier: pipeline.NamedBarrier,
-                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32):
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None):
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
         store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
-        the stores, and `epilogue_barrier` spans the warps that share them."""
+        the stores, and `epilogue_barrier` spans the warps that share them. With `signal`,
+        the storing thread then waits for the tile's stores to be written and adds one to
+        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it."""
         tile_m = self.tile_m
         sub_size = cute.size(sub_acc)
         sub_tiles = self.out_tile_n // self.epi_tile[1]
@@ -102,3 +104,9 @@ class Epilogue:
                     # the store issued epi_stages sub-tiles ago has read its buffer
                     cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
             epilogue_barrier.arrive_and_wait()  # nobody refills a buffer still being read
+        if cutlass.const_expr(signal is not None):
+            if warp == store_warp:
+                with cute.arch.elect_one():
+                    cute.arch.cp_async_bulk_wait_group(0, read=False)  # the tile's rows written
+                    cute.arch.fence_proxy("async.global")  # TMA's writes before the count
+                    cute.arch.atomic_add(signal.iterator + group, cutlass.Int32(1), sem="release", scope="gpu")

@@ -1,6 +1,8 @@
 """The producer warp: TMA loads of A and B into the shared-memory ring, one k-tile per stage."""
 from __future__ import annotations
 
+from typing import Optional, Tuple
+
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -15,12 +17,19 @@ class Producer:
     def produce(self, mainloop, tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor,
                 tBgB: cute.Tensor, tBsB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor, tile_end: cute.Tensor,
                 row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
-                num_clusters: cutlass.Int32, rank: cutlass.Int32):
-        """The producer warp: TMA loads of A and B into the ring, one k-tile per stage."""
+                num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
+                wait_on: Optional[Tuple[cute.Tensor, int]] = None):
+        """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
+
+        For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
+        the pipeline state to go on from, `finish` whether to wait at the end for every
+        stage's release, and `wait_on` = (counters, tiles) holds each tile's loads until
+        counters[group] reaches `tiles` per M-step of the group. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        if cutlass.const_expr(state is None):
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < total_tiles:
@@ -56,6 +65,8 @@ class Producer:
             tAsA, tAgA = cpasync.tma_partition(
                 tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
             )
+            if cutlass.const_expr(wait_on is not None):
+                self.wait_for_group(wait_on[0], wait_on[1], group, rows)
             for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
@@ -67,4 +78,20 @@ class Producer:
                     cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
                 state.advance()
             tile += num_clusters
-        mainloop.producer_tail(state)  # every stage released before the CTA exits
+        if cutlass.const_expr(finish):
+            mainloop.producer_tail(state)  # every stage released before the CTA exits
+        return state
+
+    @cute.jit
+    def wait_for_group(self, counters: cute.Tensor, tiles: int, group: cutlass.Int32, rows: cutlass.Int32):
+        """Until counters[group] reaches `tiles` for each M-step of the group's `rows`: every
+        tile another GEMM of the kernel stores into this group's rows is written (its
+        storing thread counts it after the stores complete, with release semantics). The
+        acquire, then a proxy fence, so that the TMA loads after it read what was stored."""
+        rows_per_step = self.tile_m * self.cluster_m
+        target = (rows + rows_per_step - 1) // rows_per_step * tiles
+        count = counters.iterator + group
+        seen = cute.arch.load(count, cutlass.Int32, sem="acquire", scope="gpu")
+        while seen < target:
+            seen = cute.arch.load(count, cutlass.Int32, sem="acquire", scope="gpu")
+        cute.arch.fence_proxy("async.global")

@@ -1,0 +1,215 @@
+"""Both GEMMs of an MoE expert layer in one persistent kernel (`MoeExperts`).
+
+    act[rows of e] = silu(xs[rows of e] @ gate_e^T) * (xs[rows of e] @ up_e^T)    the gate-up GEMM
+    y[rows of e]   = act[rows of e] @ w2_e^T                                      the down GEMM
+
+`xs` (M, H) holds the tokens' rows in slot order, grouped by expert through `offs`
+(G = E); `w1` is (E, 2I, H), gate rows first, `w2` (E, H, I); `act` (M, I) is the
+kernel's scratch and `y` (M, H) its output. Each GEMM is the grouped GEMM of this
+package, configured as `grouped_mm_swiglu` and `grouped_mm` would be, with the same
+tile shape so that both run through one shared-memory ring and one pipeline.
+
+Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (CTA c:
+tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
+reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
+each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
+and the producer warp waits before a down tile's loads until `done[e]` counts every
+gate-up tile of e (acquire, then a proxy fence before its TMA loads). `done` must hold
+zeros at the launch.
+
+No CTA waits on anything in its gate-up tiles, and every gate-up tile is dealt before
+any down tile of the same CTA, so the waits end as long as every CTA of the grid runs
+at once: the host launches at most as many CTAs as fit on the GPU together, and the
+kernel must not share the GPU with work that could keep some of them from starting.
+
+Descriptors: six (xs, w1, act stored, act loaded, w2, y), each in grid-constant
+parameter space, none depending on `offs` or on the routing.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils.hopper_helpers as sm90
+from cutlass.cute.nvgpu import cpasync
+from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
+from cutlass.tensor_utils import LayoutEnum
+
+import gcdsl
+
+from . import HopperGroupedGemm
+from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PRODUCER_REGS, SCHEDULE_WARP, THREADS, GemmConfig,
+                     groups_per_lane)
+
+
+class MoeExperts:
+    """The two GEMMs of an expert layer (see the module docstring) for E experts, hidden
+    size H and intermediate size I, in 16-bit type `ab_dtype`, tiles 128 x `tile_n`
+    (cooperative schedule).
+
+    `__call__` is the host function to `cute.compile`:
+        (xs, w1, act_store, act, w2, y_store, offs, done, total, num_ctas, stream)
+    pointers all, but `total` (M) and `num_ctas`; `act_store` and `y_store` are `act` and
+    `y` moved back by M rows (the base of the grouped GEMM's ragged store descriptor).
+    """
+
+    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128) -> None:
+        up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
+        down = GemmConfig(ab_dtype, ab_dtype, experts, hidden, inter, tile_n)
+        self.experts, self.tile_n = experts, tile_n
+        self.table = 32 * groups_per_lane(experts)
+        # mbarriers, two tile tables (one per GEMM) and the shared row table
+        self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1)) // HEADER_ALIGN) * HEADER_ALIGN
+        sizes = HopperGroupedGemm(up), HopperGroupedGemm(down)
+        self.epi_bytes = max(g.epi_bytes for g in sizes)  # one sub-tile area, each GEMM its own buffers in it
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
+        self.stages = min(MAX_STAGES, budget // sizes[0].stage_bytes)
+        self.up, self.down = HopperGroupedGemm(up, self.stages), HopperGroupedGemm(down, self.stages)
+        assert self.up.tile_mnk == self.down.tile_mnk and self.up.stage_bytes == self.down.stage_bytes
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.header_bytes + self.stages * self.up.stage_bytes + self.epi_bytes
+
+    def tile_bound(self, total: int) -> int:
+        """The most tiles either GEMM can have over `total` rows, whatever `offs` holds."""
+        tile_m = self.up.tile_m
+        m_steps = (total + min(self.experts, total) * (tile_m - 1)) // tile_m
+        return m_steps * max(self.up.n_tiles, self.down.n_tiles)
+
+    def trace_args(self) -> Tuple:
+        """Arguments to compile `__call__` with: their types are what matters (see
+        `HopperGroupedGemm.trace_args`)."""
+        def ptr(dtype, align=16):
+            return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
+
+        ab = self.up.ab_dtype
+        return (ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(cutlass.Int32, 4), ptr(cutlass.Int32, 4),
+                cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
+
+    @cute.jit
+    def __call__(self, xs_ptr: cute.Pointer, w1_ptr: cute.Pointer, act_store_ptr: cute.Pointer,
+                 act_ptr: cute.Pointer, w2_ptr: cute.Pointer, y_store_ptr: cute.Pointer, offs_ptr: cute.Pointer,
+                 done_ptr: cute.Pointer, total: cutlass.Int32, num_ctas: cutlass.Int32, stream: cuda.CUstream):
+        up, down = self.up, self.down
+        tile_m, tile_n, tile_k = up.tile_mnk
+        a0, b0, c0 = up.operands(xs_ptr, w1_ptr, act_store_ptr, total)
+        a1, b1, c1 = down.operands(act_ptr, w2_ptr, y_store_ptr, total)
+        offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
+        done = cute.make_tensor(done_ptr, cute.make_layout(self.experts))
+
+        k_major = LayoutEnum.ROW_MAJOR
+        tiled_mma = sm90.make_trivial_tiled_mma(
+            up.ab_dtype, up.ab_dtype, k_major.sm90_mma_major_mode(), k_major.sm90_mma_major_mode(),
+            up.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n))
+        a_smem = sm90.make_smem_layout_a(k_major, up.tile_mnk, up.ab_dtype, self.stages)
+        b_smem = sm90.make_smem_layout_b(k_major, up.tile_mnk, up.ab_dtype, self.stages)
+        c_smem_up = sm90.make_smem_layout_epi(up.c_dtype, LayoutEnum.ROW_MAJOR, up.epi_tile, up.epi_buffers)
+        c_smem_down = sm90.make_smem_layout_epi(down.c_dtype, LayoutEnum.ROW_MAJOR, down.epi_tile, down.epi_buffers)
+
+        def loads(a, b):
+            tma_a, coords_a = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k))
+            tma_b, coords_b = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k))
+            return tma_a, coords_a, tma_b, coords_b
+
+        tma_a0, mA0, tma_b0, mB0 = loads(a0, b0)
+        tma_a1, mA1, tma_b1, mB1 = loads(a1, b1)
+        tma_c0, mC0 = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), c0, cute.slice_(c_smem_up, (None, None, 0)), up.epi_tile)
+        tma_c1, mC1 = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), c1, cute.slice_(c_smem_down, (None, None, 0)), down.epi_tile)
+
+        table = self.table
+        epi_elements = max(cute.cosize(c_smem_up), cute.cosize(c_smem_down))
+
+        @cute.struct
+        class SharedStorage:
+            mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            tile_end_up: cute.struct.MemRange[cutlass.Int32, table]
+            tile_end_down: cute.struct.MemRange[cutlass.Int32, table]
+            row_end: cute.struct.MemRange[cutlass.Int32, table + 1]
+            sA: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
+            sB: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(b_smem)], 1024]
+            sC: cute.struct.Align[cute.struct.MemRange[up.c_dtype, epi_elements], 1024]
+
+        self.shared_storage = SharedStorage
+        self.kernel(tiled_mma, tma_a0, mA0, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
+                    offs, done, total, a_smem, b_smem, c_smem_up, c_smem_down).launch(
+            grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
+
+    @gcdsl.kernel
+    def kernel(self, tiled_mma: cute.TiledMma,
+               tma_a0: cute.CopyAtom, mA0: cute.Tensor, tma_b0: cute.CopyAtom, mB0: cute.Tensor,
+               tma_c0: cute.CopyAtom, mC0: cute.Tensor,
+               tma_a1: cute.CopyAtom, mA1: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
+               tma_c1: cute.CopyAtom, mC1: cute.Tensor,
+               offs: cute.Tensor, done: cute.Tensor, total: cutlass.Int32,
+               a_smem: cute.ComposedLayout, b_smem: cute.ComposedLayout,
+               c_smem_up: cute.ComposedLayout, c_smem_down: cute.ComposedLayout):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        num_ctas, _, _ = cute.arch.grid_dim()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
+        tile_m, tile_n, tile_k = self.up.tile_mnk
+        rank = cutlass.Int32(0)
+
+        if warp == 0:
+            for atom in (tma_a0, tma_b0, tma_c0, tma_a1, tma_b1, tma_c1):
+                cpasync.prefetch_descriptor(atom)
+
+        smem = SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        mainloop = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.mainloop_barriers.data_ptr(),
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.up.stage_consumer_warps),
+            tx_count=self.up.stage_bytes,
+            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+            defer_sync=True,
+        )
+        pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+
+        table = self.table
+        tile_end_up = storage.tile_end_up.get_tensor(cute.make_layout(table))
+        tile_end_down = storage.tile_end_down.get_tensor(cute.make_layout(table))
+        row_end = storage.row_end.get_tensor(cute.make_layout(table + 1))
+        if warp == SCHEDULE_WARP:
+            self.up.build_schedule(offs, total, tile_end_up, row_end)
+            self.down.build_schedule(offs, total, tile_end_down, row_end)  # the same row ends again
+
+        sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
+        sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
+        sC_up = storage.sC.get_tensor(c_smem_up.outer, swizzle=c_smem_up.inner)
+        sC_down = storage.sC.get_tensor(c_smem_down.outer, swizzle=c_smem_down.inner)
+
+        def b_partitions(tma_b, mB):
+            gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))
+            return cpasync.tma_partition(
+                tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
+
+        tBsB0, tBgB0 = b_partitions(tma_b0, mB0)
+        tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
+        pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+        tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
+
+        if warpgroup_idx == 0:
+            cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp == 0:
+                state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
+                                   total, tiles_up, bidx, num_ctas, rank, finish=False)
+                self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
+                             total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles))
+        else:
+            cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            states = self.up.consume(mainloop, tiled_mma, tma_c0, mC0, total, sA, sB, sC_up, tile_end_up, row_end,
+                                tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False, signal=done)
+            self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
+                         tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states)
