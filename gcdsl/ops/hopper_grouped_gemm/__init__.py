@@ -279,6 +279,22 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             c = cute.make_tensor(c_ptr, cute.make_layout((total, n, groups), stride=(n, 1, total * n)))
         return a, b, c
 
+    def make_mainloop(self, barriers: cute.Pointer):
+        """The ring's pipeline, on the mbarriers at `barriers` (traced in the kernel).
+        Full barrier: one arrive with expect_tx (the producer) + the TMA bytes (the A
+        tile and all of the B tile, half of it from the peer CTA in a pair).
+        Empty barrier: one arrive per consumer warp of every CTA that writes into this
+        CTA's stage (both CTAs of a pair multicast into it)."""
+        return pipeline.PipelineTmaAsync.create(
+            barrier_storage=barriers,
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.stage_consumer_warps * self.cluster_m),
+            tx_count=self.stage_bytes,
+            cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)),
+            defer_sync=True,
+        )
+
     @gcdsl.kernel
     def kernel(
         self,
@@ -314,19 +330,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        # Full barrier: one arrive with expect_tx (the producer) + the TMA bytes (the A
-        # tile and all of the B tile, half of it from the peer CTA in a pair).
-        # Empty barrier: one arrive per consumer warp of every CTA that writes into this
-        # CTA's stage (both CTAs of a pair multicast into it).
-        mainloop = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.mainloop_barriers.data_ptr(),
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.stage_consumer_warps * cluster_m),
-            tx_count=self.stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, cluster_m, 1, 1)),
-            defer_sync=True,
-        )
+        mainloop = self.make_mainloop(storage.mainloop_barriers.data_ptr())
         pipeline.pipeline_init_arrive(cluster_shape_mn=(cluster_m, 1), is_relaxed=True)
 
         table = 32 * self.lane_groups

@@ -166,15 +166,7 @@ class MoeExperts:
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        mainloop = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.mainloop_barriers.data_ptr(),
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.up.stage_consumer_warps),
-            tx_count=self.up.stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
-            defer_sync=True,
-        )
+        mainloop = self.up.make_mainloop(storage.mainloop_barriers.data_ptr())  # the ring both GEMMs share
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
         table = self.table
