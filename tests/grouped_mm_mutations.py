@@ -72,11 +72,20 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the SwiGLU epilogue
     "swiglu_up_from_the_gate_column": ("index_of[(row, column + tile_n // 2)]", "index_of[(row, column)]"),
     "swiglu_up_half_one_tile_on": ("stride=((k, n // 2 * k, half * k), 1, n * k)", "stride=((k, half * k, half * k), 1, n * k)"),
+    # the expert layer in one kernel: the down tiles' producer on the gate-up GEMM's tiles,
+    # and a down tile let go one gate-up tile early (a race: caught when it loses)
+    "experts_down_loads_on_the_gate_up_tiles": ("sB, tile_end_down, row_end,", "sB, tile_end_up, row_end,"),
+    "experts_down_one_gate_up_tile_early": ("target = (rows + rows_per_step - 1) // rows_per_step * tiles\n",
+                                            "target = (rows + rows_per_step - 1) // rows_per_step * tiles - 1\n"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
-# many configurations the mutation does not touch): name: pytest -k expression
+# many configurations the mutation does not touch): name: pytest -k expression (in
+# tests/test_fused_moe.py for the expert layer's kernel, in the cases' file otherwise)
 CASES_TESTS = ["tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
+FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
+    "experts_down_loads_on_the_gate_up_tiles": "megakernel and (float32 or break)",
+    "experts_down_one_gate_up_tile_early": "megakernel and (float32 or break)",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_b_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
@@ -119,7 +128,8 @@ def run(name: str) -> bool:
             cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
                    sys.executable, "-m", "tests.kernels.grouped_mm_small"]
         elif name in FOCUS:
-            cmd = [sys.executable, "-m", "pytest", *CASES_TESTS, FOCUS[name]]
+            tests = FUSED_MOE_TESTS if name.startswith("experts_") else CASES_TESTS
+            cmd = [sys.executable, "-m", "pytest", *tests, FOCUS[name]]
         else:
             cmd = [sys.executable, "-m", "pytest", *TESTS]
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
