@@ -137,13 +137,23 @@ def gcdsl_grouped_mm(a, b, offs):
     return gcdsl.ops.grouped_mm(a, b, offs)
 
 
+# quack-kernels' configuration in every benchmark: its default (tuned False), or what its
+# autotuner picks from each of its Hopper configurations per problem (`--quack-tuned`: it
+# compiles every one of them, minutes per problem).
+QUACK = {"tuned": False}
+
+
+def quack_note(call: str) -> str:
+    """How quack ran, for a benchmark's JSON: `call` with the configuration."""
+    return f"{call}, tuned={QUACK['tuned']}"
+
+
 def quack_grouped_mm(a, b, offs):
-    """quack-kernels' varlen-M GEMM: `cu_seqlens_m` is offs with a leading 0. Its default
-    configuration (tuned=False): its autotuner compiles each of its 44 Hopper configurations."""
+    """quack-kernels' varlen-M GEMM: `cu_seqlens_m` is offs with a leading 0."""
     import torch
     from quack.gemm_interface import gemm
 
-    return gemm(a, b, cu_seqlens_m=torch.nn.functional.pad(offs, (1, 0)), tuned=False)
+    return gemm(a, b, cu_seqlens_m=torch.nn.functional.pad(offs, (1, 0)), tuned=QUACK["tuned"])
 
 
 GROUPED_MMS: Dict[str, Callable] = {"torch": torch_grouped_mm, "gcdsl": gcdsl_grouped_mm, "quack": quack_grouped_mm}

@@ -4,7 +4,8 @@ The layer is `benchmarks/moe_layer.py`: router, top-k, tokens per expert and `of
 on the GPU, permutation, gate-up grouped GEMM, SwiGLU, down grouped GEMM, weighted
 combine. The same code for every variant; only `grouped_mm` differs:
 `torch._grouped_mm`, `gcdsl.ops.grouped_mm`, quack-kernels' `gemm(cu_seqlens_m=...)`
-(its default configuration; skipped where `quack` is not importable).
+(its default configuration, autotuned with `--quack-tuned`; skipped where `quack` is not
+importable).
 
 Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8), DeepSeek-V3 at
 8-way expert parallelism (E 32, H 7168, I 2048, top-8), Mixtral-8x7B (E 8, H 4096,
@@ -50,7 +51,9 @@ from benchmarks.harness import (  # noqa: E402  (imports no DSL)
     ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms,
 )
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
-from benchmarks.moe_layer import GROUPED_MMS, SHAPES, MoEWeights, moe_forward, moe_reference, route  # noqa: E402
+from benchmarks.moe_layer import (  # noqa: E402
+    GROUPED_MMS, QUACK, SHAPES, MoEWeights, moe_forward, moe_reference, quack_note, route,
+)
 
 TOKENS = (1, 64, 512, 4096)
 HBM_TOKENS = (1, 64)
@@ -207,12 +210,14 @@ def host_times(variants: List[str], reps: int, rounds: int = 5) -> List[Dict[str
 def run(args) -> Report:
     import torch
 
+    QUACK["tuned"] = args.quack_tuned
+
     from benchmarks import harness
 
     variants = ["torch", "gcdsl", "quack"]
     report = Report("W6", "MoE layer: router, grouped GEMMs, SwiGLU, combine; torch vs gcdsl vs quack",
                     config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
-                            "quack": "gemm(cu_seqlens_m=..., tuned=False)"})
+                            "quack": quack_note("gemm(cu_seqlens_m=...)")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]  # read + write
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
@@ -362,6 +367,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
     p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")
+    p.add_argument("--quack-tuned", action="store_true",
+                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

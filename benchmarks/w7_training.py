@@ -13,9 +13,10 @@ Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8) and DeepSeek-
 
 Variants: `gcdsl.ops.grouped_mm`, `torch._grouped_mm`, and quack-kernels' `gemm` with
 `cu_seqlens_m` (the 2D x 3D cases) or `cu_seqlens_k` (the weight gradient), its default
-configuration (`tuned=False`; skipped where `quack` is not importable); and gcdsl's
-kernel held to its cooperative consumer schedule (`cooperative`: `grouped_mm_into(...,
-schedule="cooperative")`), to show what the default's choice of schedule gains. With
+configuration (`tuned=False`; autotuned with `--quack-tuned`; skipped where `quack` is not
+importable); and gcdsl's kernel held to its cooperative consumer schedule (`cooperative`:
+`grouped_mm_into(..., schedule="cooperative")`), to show what the default's choice of
+schedule gains. With
 `--every-config`, gcdsl forced to each configuration it has too (`FORCED`): the data
 behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm.py).
 
@@ -50,7 +51,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms  # noqa: E402
-from benchmarks.moe_layer import SHAPES, MoEWeights, moe_forward, route  # noqa: E402
+from benchmarks.moe_layer import QUACK, SHAPES, MoEWeights, moe_forward, quack_note, route  # noqa: E402
 
 TRAINING_SHAPES = ("qwen3-30b-a3b", "deepseek-v3-ep8")
 TOKENS = (4096, 16384)
@@ -97,8 +98,8 @@ def grouped(variant: str, a, b, offs):
 
     cu_seqlens = torch.nn.functional.pad(offs, (1, 0))
     if a.dim() == 2 and b.dim() == 2:
-        return gemm(a, b, cu_seqlens_k=cu_seqlens, tuned=False)
-    return gemm(a, b, cu_seqlens_m=cu_seqlens, tuned=False)
+        return gemm(a, b, cu_seqlens_k=cu_seqlens, tuned=QUACK["tuned"])
+    return gemm(a, b, cu_seqlens_m=cu_seqlens, tuned=QUACK["tuned"])
 
 
 def reference(a, b, offs):
@@ -318,6 +319,8 @@ def _plot(report: Report, machine: Dict[str, Any], shapes: List[str], tokens: Li
 def run(args, machine: Dict[str, Any]) -> Report:
     import torch
 
+    QUACK["tuned"] = args.quack_tuned
+
     shapes = args.shapes.split(",") if args.shapes else list(TRAINING_SHAPES)
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else list(TOKENS)
     variants = [v for v in VARIANTS if v != "quack" or quack_available()]
@@ -327,7 +330,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
         variants += FORCED
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
-                            "quack": "gemm(cu_seqlens_m= or cu_seqlens_k=..., tuned=False)"})
+                            "quack": quack_note("gemm(cu_seqlens_m= or cu_seqlens_k=...)")})
     if "quack" not in variants:
         report.notes.append("quack-kernels is not installed: its column is skipped")
         for s in shapes:
@@ -364,6 +367,8 @@ def parse_args(argv=None):
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
+    p.add_argument("--quack-tuned", action="store_true",
+                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

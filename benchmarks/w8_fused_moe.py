@@ -10,7 +10,8 @@ Given `x` (T, H), `w1` (E, 2I, H), `w2` (E, H, I) and the router's `topk_weights
     megakernel   fused_moe with both GEMMs in one persistent kernel (fused_moe_megakernel)
     quack        quack-kernels' fused pieces: gemm_act (cu_seqlens_m, A_idx gathering
                  x's rows, SwiGLU over w1's [gate; up] halves), then gemm, then the
-                 same combine; their default configuration (tuned=False)
+                 same combine; their default configuration (tuned=False; autotuned with
+                 --quack-tuned)
 
 Shapes (bf16): Qwen3-30B-A3B experts (E 128, H 2048, I 768, top-8), DeepSeek-V3 at
 8-way expert parallelism (E 32, H 7168, I 2048, top-8), Mixtral-8x7B (E 8, H 4096,
@@ -51,7 +52,7 @@ if os.path.dirname(HERE) not in sys.path:
 
 from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, table  # noqa: E402  (imports no DSL)
 from benchmarks.moe_layer import (  # noqa: E402
-    GROUPED_MMS, SHAPES, MoEWeights, expert_ends, moe_experts, moe_experts_reference, route,
+    GROUPED_MMS, QUACK, SHAPES, MoEWeights, expert_ends, moe_experts, moe_experts_reference, quack_note, route,
 )
 from benchmarks.reporting.fused_moe import DECODE_TOKENS, HBM_FRACTION, PEERS, target_against  # noqa: E402
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
@@ -83,8 +84,8 @@ def quack_layer(x, w1, w2, weights, ids):
     order = ids.flatten().argsort(stable=True)
     token = order // top_k
     _, act = gemm_act(x, w1.transpose(-2, -1), activation="swiglu", cu_seqlens_m=cu_seqlens,
-                      A_idx=token.to(torch.int32), store_preact=False, concat_layout=("B",), tuned=False)
-    y = gemm(act, w2.transpose(-2, -1), cu_seqlens_m=cu_seqlens, tuned=False)
+                      A_idx=token.to(torch.int32), store_preact=False, concat_layout=("B",), tuned=QUACK["tuned"])
+    y = gemm(act, w2.transpose(-2, -1), cu_seqlens_m=cu_seqlens, tuned=QUACK["tuned"])
     y = y.float() * weights.flatten()[order, None]
     return torch.zeros(x.shape, dtype=torch.float32, device=x.device).index_add_(0, token, y).to(x.dtype)
 
@@ -202,9 +203,11 @@ def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
 def run(args, machine: Dict[str, Any]) -> Report:
     import torch
 
+    QUACK["tuned"] = args.quack_tuned
+
     report = Report("W8", "MoE expert layer after the router: torch vs gcdsl vs fused_moe vs quack",
                     config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
-                            "quack": "gemm_act(A_idx, swiglu, concat_layout=('B',)) + gemm, tuned=False"})
+                            "quack": quack_note("gemm_act(A_idx, swiglu, concat_layout=('B',)) + gemm")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
@@ -348,6 +351,8 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--every-config", action="store_true",
                    help="also time fused_moe with each GEMM forced to each configuration (FORCED), graph only")
+    p.add_argument("--quack-tuned", action="store_true",
+                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 
