@@ -115,6 +115,13 @@ class _ExpertsLaunch:
         self.itemsize = torch.empty((), dtype=dtype).element_size()
 
     def __call__(self, xs, w1, act, w2, y, offs, done) -> None:
+        index = xs.device.index
+        if index != torch.cuda.current_device():  # the launch goes to the current device's context
+            with torch.cuda.device(index):
+                return self._launch(xs, w1, act, w2, y, offs, done)
+        return self._launch(xs, w1, act, w2, y, offs, done)
+
+    def _launch(self, xs, w1, act, w2, y, offs, done) -> None:
         from .grouped_mm import _current_stream
 
         total = xs.shape[0]
