@@ -54,7 +54,7 @@ def experts_kernels(compile_cases):
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12)])
 def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
     """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
-    local memory, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
+    local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
     one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
     storing thread waits for its stores to be written, fences the proxies, then counts
     (release); a down tile's producer spins on acquire loads, then fences, then loads."""
@@ -64,12 +64,16 @@ def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(exp
     entry = ptx.single_entry(text)
     assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 6
     assert "tensormap.replace" not in text and "fence.proxy.tensormap" not in text
-    assert ".local" not in text and text.count("wgmma.mma_async") == wgmmas
+    # the one local buffer is the empty argument list of the wait's trap message, never read or written
+    assert re.findall(r"\.local \.align \d+ \.b8\s+\w+\[(\d+)\]", text) == ["8"]
+    assert not re.search(r"\b(?:ld|st)\.local\b", text) and text.count("wgmma.mma_async") == wgmmas
+    assert "trap;" in text and "%globaltimer" in text  # a wait that cannot end is a launch error, not a hang
     writer = re.search(r"cp\.async\.bulk\.wait_group\s+0;\s+fence\.proxy\.async\.global;(?:(?!\n\$L)[^;]*;){0,4}?"
                        r"\s*atom\.global\.release\.add", text)
     assert writer, "the count of a stored tile must follow the stores' completion and a proxy fence"
-    spin = re.search(r"(\$L__BB\d+_\d+):\s+ld\.acquire\.gpu\.global\.b32[^;]*;[^$]*?bra\s+\1;\s+"
-                     r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text)
+    # the loop: an acquire load, the time limit's check (and its trap), a branch back while short
+    spin = re.search(r"(\$L__BB\d+_\d+):\s+ld\.acquire\.gpu\.global\.b32[^;]*;.*?\btrap;.*?bra\s+\1;\s+"
+                     r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
     assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
 

@@ -21,6 +21,7 @@ No CTA waits on anything in its gate-up tiles, and every gate-up tile is dealt b
 any down tile of the same CTA, so the waits end as long as every CTA of the grid runs
 at once: the host launches at most as many CTAs as fit on the GPU together, and the
 kernel must not share the GPU with work that could keep some of them from starting.
+Should that happen, a wait of 20 s traps with a message (`Producer.wait_for_group`).
 
 Descriptors: six (xs, w1, act stored, act loaded, w2, y), each in grid-constant
 parameter space, none depending on `offs` or on the routing.

@@ -8,6 +8,12 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
+from ...lower._dsl import trap_unless
+
+# How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
+# traps (`Producer.wait_for_group`): far above any real wait, which lasts one GEMM at most.
+WAIT_LIMIT_NS = 20 * 10**9
+
 
 class Producer:
     """The producer warp (see the module docstring): a part of `HopperGroupedGemm`, which
@@ -87,11 +93,19 @@ class Producer:
         """Until counters[group] reaches `tiles` for each M-step of the group's `rows`: every
         tile another GEMM of the kernel stores into this group's rows is written (its
         storing thread counts it after the stores complete, with release semantics). The
-        acquire, then a proxy fence, so that the TMA loads after it read what was stored."""
+        acquire, then a proxy fence, so that the TMA loads after it read what was stored.
+
+        A wait past WAIT_LIMIT_NS prints why and traps (a launch error, not a hang):
+        the CTAs it waits on cannot all be running."""
         rows_per_step = self.tile_m * self.cluster_m
         target = (rows + rows_per_step - 1) // rows_per_step * tiles
         count = counters.iterator + group
+        start = cute.arch.globaltimer()
         seen = cute.arch.load(count, cutlass.Int32, sem="acquire", scope="gpu")
         while seen < target:
             seen = cute.arch.load(count, cutlass.Int32, sem="acquire", scope="gpu")
+            # (no printf arguments: they would need a local-memory buffer in every CTA)
+            trap_unless(cute.arch.globaltimer() - start < WAIT_LIMIT_NS,
+                        "gcdsl: a tile waited 20 s for the tiles of the GEMM before it: not every CTA of "
+                        "the kernel runs at once (SMs held by other work?)\n")
         cute.arch.fence_proxy("async.global")
