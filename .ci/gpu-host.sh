@@ -28,7 +28,7 @@ step tutorials.log python3 tutorials/02_megakernel.py --tensors 48 --seed 1
 step tutorials.log python3 tutorials/01_batch_copy.py --sweep 1,4,16,64 --plot "$out/batch_copy_bandwidth.png"
 step tutorials.log python3 tutorials/03_grouped_gemm.py
 step tutorials.log python3 tutorials/04_fused_moe.py
-for tool in memcheck racecheck synccheck; do  # the grouped GEMM's small cases, every schedule and SwiGLU
+for tool in memcheck racecheck synccheck; do  # the grouped GEMM's small cases (every schedule, SwiGLU, the expert layer in one kernel)
   step sanitizers.log compute-sanitizer --tool "$tool" --report-api-errors no --error-exitcode 1 \
     python3 -m tests.kernels.grouped_mm_small
 done
