@@ -63,12 +63,14 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe with one of its GEMMs forced to each configuration the kernel
 # has ("fused_moe up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "fused_moe down ..." the
-# down GEMM; `gcdsl.ops.grouped_mm.forcing`), graph replays only: the data for its rules.
+# down GEMM; `gcdsl.ops.grouped_mm.forcing`), and the megakernel at its other tile widths,
+# graph replays only: the data for their rules.
 FORCED = (tuple(f"fused_moe up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                      ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"fused_moe down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128),
                                                        ("cooperative", 64), ("pingpong", 192), ("pingpong", 128),
-                                                       ("pingpong", 64))))
+                                                       ("pingpong", 64)))
+          + ("megakernel 64", "megakernel 256"))  # its default tile is 128
 POOL = 4
 TOLERANCE = 2e-2
 
@@ -102,6 +104,11 @@ def layer(variant: str) -> Callable:
         import importlib
 
         return importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
+    if variant.startswith("megakernel "):
+        import importlib
+
+        megakernel, tile_n = importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel, int(variant.split()[1])
+        return lambda *args: megakernel(*args, tile_n=tile_n)
     if variant in FORCED:
         import gcdsl.ops
         from gcdsl.ops.grouped_mm import forcing
@@ -289,21 +296,25 @@ def _bound(report: Report, shape: str, t: int):
 
 
 def _print_forced(report: Report, shapes, tokens, forced) -> None:
-    """--every-config: each forced configuration's graph replay over the default's (above 1:
-    the forced one is faster), per point, and the fastest of each GEMM's."""
+    """--every-config: each forced configuration's graph replay over its layer's default
+    (fused_moe's, or the megakernel's at tile 128; above 1: the forced one is faster), per
+    point, and the fastest configuration of each of fused_moe's GEMMs."""
     if not forced:
         return
     rows = []
     for shape in shapes:
         for t in tokens:
-            default = _us(report, shape.name, t, "fused_moe", "graph")
+            defaults = {layer: _us(report, shape.name, t, layer, "graph") for layer in ("fused_moe", "megakernel")}
             times = {v: _us(report, shape.name, t, v, "graph") for v in forced}
+            ratios = [f"{defaults[v.split()[0]] / u:.2f}x" if defaults[v.split()[0]] and u else "-"
+                      for v, u in times.items()]
             best = {gemm: min((u, v) for v, u in times.items() if u and v.split()[1] == gemm)
                     for gemm in ("up", "down") if any(u and v.split()[1] == gemm for v, u in times.items())}
-            rows.append([shape.name, t, *(f"{default / u:.2f}x" if default and u else "-" for u in times.values()),
+            rows.append([shape.name, t, *ratios,
                          *(" ".join(best[g][1].split()[2:]) if g in best else "-" for g in ("up", "down"))])
-    print("\nfused_moe with one GEMM forced: the default's graph time over each configuration's")
-    print(table(["shape", "tokens", *(v[len("fused_moe "):] for v in forced), "fastest up", "fastest down"], rows))
+    print("\nforced configurations: the layer's default graph time over each one's")
+    print(table(["shape", "tokens", *(v.replace("fused_moe ", "") for v in forced), "fastest up", "fastest down"],
+                rows))
 
 
 def summarize_report(report: Report, shapes, tokens, variants) -> None:

@@ -193,6 +193,18 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("tile_n", [64, 256])
+@pytest.mark.parametrize("tokens", [1, 300])
+def test_megakernel_at_its_other_tile_widths(tile_n, tokens):
+    experts, hidden, inter, k = 16, 264, 256, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=tile_n)
+    _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n),
+                 moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
 def test_validate_checks_the_ids_and_changes_nothing_else():
     experts, hidden, inter, tokens, k = 16, 256, 192, 64, 8
     w1, w2 = _weights(experts, hidden, inter)

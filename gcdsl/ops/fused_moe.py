@@ -76,12 +76,13 @@ def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                         topk_ids: torch.Tensor) -> torch.Tensor:
+                         topk_ids: torch.Tensor, *, tile_n: int = 128) -> torch.Tensor:
     """`fused_moe` with both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`):
     each CTA's gate-up tiles, then its down tiles, a down tile waiting on a per-expert
     count of its expert's stored gate-up tiles. The route, row gather and combine as in
     `fused_moe`. Eager and in CUDA graphs (not a custom op: `torch.compile` cannot trace
-    it). Not yet `fused_moe`'s default: that waits for its measurements (W8)."""
+    it). Not yet `fused_moe`'s default: that waits for its measurements (W8), as does the
+    tile width `tile_n` (64, 128 or 256; both GEMMs use it)."""
     _check(x, w1, w2, topk_weights, topk_ids)
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
     top_k = topk_ids.shape[1]
@@ -92,14 +93,15 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
     y = torch.empty(total, hidden, dtype=x.dtype, device=x.device)
     if total:
         done = torch.zeros(experts, dtype=torch.int32, device=x.device)  # stored gate-up tiles per expert
-        _experts_launch(x.dtype, experts, hidden, inter, x.device)(xs, w1, act, w2, y, offs, done)
+        _experts_launch(x.dtype, experts, hidden, inter, tile_n, x.device)(xs, w1, act, w2, y, offs, done)
     return combine(y, order, topk_weights)
 
 
 class _ExpertsLaunch:
-    """`MoeExperts` compiled for one (dtype, E, H, I, device), called with plain ints through TVM-FFI."""
+    """`MoeExperts` compiled for one (dtype, E, H, I, tile width, device), called with plain ints through TVM-FFI."""
 
-    def __init__(self, dtype: torch.dtype, experts: int, hidden: int, inter: int, device: torch.device) -> None:
+    def __init__(self, dtype: torch.dtype, experts: int, hidden: int, inter: int, tile_n: int,
+                 device: torch.device) -> None:
         import cutlass
 
         import gcdsl.launch
@@ -108,7 +110,7 @@ class _ExpertsLaunch:
 
         _make_context_current(device.index)
         ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
-        self.gemms = MoeExperts(ab, experts, hidden, inter)
+        self.gemms = MoeExperts(ab, experts, hidden, inter, tile_n)
         self.kernel = gcdsl.launch.compile_tvm_ffi(self.gemms, *self.gemms.trace_args())
         # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
         self.max_ctas = _max_active_clusters(device.index or 0, 1)
@@ -135,10 +137,11 @@ class _ExpertsLaunch:
 _EXPERTS_LAUNCHES: Dict[Tuple, _ExpertsLaunch] = {}
 
 
-def _experts_launch(dtype: torch.dtype, experts: int, hidden: int, inter: int, device: torch.device) -> _ExpertsLaunch:
-    key = (dtype, experts, hidden, inter, device.index)
+def _experts_launch(dtype: torch.dtype, experts: int, hidden: int, inter: int, tile_n: int,
+                    device: torch.device) -> _ExpertsLaunch:
+    key = (dtype, experts, hidden, inter, tile_n, device.index)
     if key not in _EXPERTS_LAUNCHES:
-        _EXPERTS_LAUNCHES[key] = _ExpertsLaunch(dtype, experts, hidden, inter, device)
+        _EXPERTS_LAUNCHES[key] = _ExpertsLaunch(dtype, experts, hidden, inter, tile_n, device)
     return _EXPERTS_LAUNCHES[key]
 
 
