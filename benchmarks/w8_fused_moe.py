@@ -63,14 +63,14 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe with one of its GEMMs forced to each configuration the kernel
 # has ("fused_moe up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "fused_moe down ..." the
-# down GEMM; `gcdsl.ops.grouped_mm.forcing`), and the megakernel at its other tile widths,
-# graph replays only: the data for their rules.
+# down GEMM; `gcdsl.ops.grouped_mm.forcing`), and the megakernel at its other tile widths
+# and with torch's routing kernels, graph replays only: the data for their rules.
 FORCED = (tuple(f"fused_moe up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                      ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"fused_moe down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128),
                                                        ("cooperative", 64), ("pingpong", 192), ("pingpong", 128),
                                                        ("pingpong", 64)))
-          + ("megakernel 64", "megakernel 256"))  # its default tile is 128
+          + ("megakernel 64", "megakernel 256", "megakernel torch route"))  # its default: tile 128, route kernel
 POOL = 4
 TOLERANCE = 2e-2
 
@@ -107,7 +107,10 @@ def layer(variant: str) -> Callable:
     if variant.startswith("megakernel "):
         import importlib
 
-        megakernel, tile_n = importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel, int(variant.split()[1])
+        megakernel = importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
+        if variant == "megakernel torch route":
+            return lambda *args: megakernel(*args, route_kernel=False)
+        tile_n = int(variant.split()[1])
         return lambda *args: megakernel(*args, tile_n=tile_n)
     if variant in FORCED:
         import gcdsl.ops

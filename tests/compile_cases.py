@@ -206,6 +206,23 @@ MOE_EXPERTS_CASES = {
 }
 
 
+def _route_slots(experts, id_dtype):
+    def build():
+        import cutlass
+        from gcdsl.ops.route_kernel import RouteSlots
+
+        kernel = RouteSlots(experts, getattr(cutlass, id_dtype))
+        return kernel, kernel.trace_args()
+
+    return build
+
+
+MOE_EXPERTS_CASES.update({  # the routing of a decode step in one kernel
+    "route_slots_e128_i64": _route_slots(128, "Int64"),
+    "route_slots_e1024_i32": _route_slots(1024, "Int32"),
+})
+
+
 def _dropin(case):
     """The drop-in kernels of tests/kernels/dropin.py, by case name."""
 

@@ -51,6 +51,35 @@ def experts_kernels(compile_cases):
     return compile_cases("sm_90a", "gcdsl", tuple(MOE_EXPERTS_CASES))
 
 
+@pytest.mark.parametrize("case", ["route_slots_e128_i64", "route_slots_e1024_i32"])
+def test_route_kernel_is_one_cta_of_counts_in_shared_memory_that_traps_on_a_bad_id(experts_kernels, case):
+    """The routing in one kernel: the slots counted by shared-memory atomics (nothing atomic
+    in global memory: the order is each thread's own count, so the sort is stable), three
+    barriers between its steps, and a trap for an id below 0 and for one of E or more."""
+    from gcdsl import ptx
+
+    text = experts_kernels.ptx(case)
+    ptx.single_entry(text)
+    assert text.count("atom.shared.add") == 1 and "atom.global" not in text and "red.global" not in text
+    assert text.count("bar.sync") == 3 and text.count("trap;") == 2
+    assert "an id below 0" in _format_strings(text) and "an id of E or more" in _format_strings(text)
+
+
+def _format_strings(text: str) -> str:
+    """The printf formats of a PTX module, decoded from their byte arrays."""
+    found = re.findall(r"\.global \.align 1 \.b8 \w+\[\d+\] = \{([\d, ]+)\}", text)
+    return " ".join(bytes(int(b) for b in f.split(",")).decode(errors="replace") for f in found)
+
+
+def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_slots():
+    from gcdsl.ops.fused_moe import route
+
+    ids = torch.tensor([[3, 0], [0, 3], [1, 1], [3, 2]])
+    order, token, offs = route(ids, experts=5)
+    assert order.tolist() == route_slots(ids, 5)[0].tolist() and token.tolist() == (order // 2).tolist()
+    assert offs.tolist() == [2, 4, 5, 8, 8]
+
+
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12)])
 def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
     """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
@@ -202,6 +231,38 @@ def test_megakernel_at_its_other_tile_widths(tile_n, tokens):
     weights, ids = _routing(tokens, experts, k, "random", seed=tile_n)
     _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n),
                  moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("id_dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("tokens, k, experts", [(1, 1, 8), (1, 8, 128), (64, 8, 128), (128, 8, 256), (8, 2, 1024),
+                                                (129, 8, 128)])
+def test_route_kernel_agrees_with_torchs_kernels(tokens, k, experts, id_dtype):
+    """`route` in one kernel (up to 1024 slots; 129 x 8 takes torch's path) against
+    `route_slots`: the same stable order, the same tokens and ends; duplicates and
+    experts without slots included."""
+    from gcdsl.ops.fused_moe import route
+
+    g = torch.Generator(device="cuda").manual_seed(tokens * k)
+    ids = torch.randint(0, experts, (tokens, k), device="cuda", generator=g).to(id_dtype)
+    ids[0] = ids[0, 0]  # one token naming one expert k times
+    order, token, offs = route(ids, experts)
+    ref_order, ref_offs = route_slots(ids.long(), experts)
+    assert sorted(order.tolist()) == list(range(tokens * k))  # every slot placed once
+    assert order.tolist() == ref_order.tolist() and token.tolist() == (ref_order // k).tolist()
+    assert offs.dtype == torch.int32 and offs.tolist() == ref_offs.tolist()
+
+
+@pytest.mark.gpu
+def test_route_kernel_traps_with_its_message_on_an_id_out_of_range():
+    """A bad id ends the CUDA context (as torch's bounds check does): in a process of its own."""
+    import subprocess
+    import sys
+
+    code = ("import torch, importlib; fm = importlib.import_module('gcdsl.ops.fused_moe'); "
+            "ids = torch.tensor([[0, 1], [2, 8]], device='cuda'); fm.route(ids, 8); torch.cuda.synchronize()")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0 and "topk_ids holds an id of E or more" in proc.stdout + proc.stderr
 
 
 @pytest.mark.gpu

@@ -75,19 +75,75 @@ def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     return combine(y, order, topk_weights)
 
 
+def route(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(order, token, offs): `route_slots`' order and offs, and each sorted slot's token, in
+    one kernel up to `route_kernel.MAX_SLOTS` slots (decode; an id outside [0, E) traps in
+    it), by torch's kernels above."""
+    from . import route_kernel
+
+    flat = topk_ids.reshape(-1)
+    if flat.is_cuda and 0 < flat.numel() <= route_kernel.MAX_SLOTS and experts <= route_kernel.MAX_SLOTS \
+            and flat.dtype in (torch.int32, torch.int64):
+        flat = flat.contiguous()
+        order = torch.empty(flat.numel(), dtype=torch.int64, device=flat.device)
+        token = torch.empty_like(order)
+        offs = torch.empty(experts, dtype=torch.int32, device=flat.device)
+        _route_launch(experts, flat.dtype, flat.device)(flat, order, token, offs, topk_ids.shape[1])
+        return order, token, offs
+    order, offs = route_slots(topk_ids, experts)
+    return order, order // topk_ids.shape[1], offs
+
+
+class _RouteLaunch:
+    """`route_kernel.RouteSlots` compiled for one (E, id dtype, device), called through TVM-FFI."""
+
+    def __init__(self, experts: int, id_dtype: torch.dtype, device: torch.device) -> None:
+        import cutlass
+
+        import gcdsl.launch
+        from .grouped_mm import _make_context_current
+        from .route_kernel import RouteSlots
+
+        _make_context_current(device.index)
+        kernel = RouteSlots(experts, {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[id_dtype])
+        self.kernel = gcdsl.launch.compile_tvm_ffi(kernel, *kernel.trace_args())
+
+    def __call__(self, ids, order, token, offs, top_k: int) -> None:
+        from .grouped_mm import _current_stream
+
+        index = ids.device.index
+        with torch.cuda.device(index):
+            self.kernel(ids.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), ids.numel(), top_k,
+                        _current_stream(index))
+
+
+_ROUTE_LAUNCHES: Dict[Tuple, _RouteLaunch] = {}
+
+
+def _route_launch(experts: int, id_dtype: torch.dtype, device: torch.device) -> _RouteLaunch:
+    key = (experts, id_dtype, device.index)
+    if key not in _ROUTE_LAUNCHES:
+        _ROUTE_LAUNCHES[key] = _RouteLaunch(experts, id_dtype, device)
+    return _ROUTE_LAUNCHES[key]
+
+
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                         topk_ids: torch.Tensor, *, tile_n: int = 128) -> torch.Tensor:
+                         topk_ids: torch.Tensor, *, tile_n: int = 128, route_kernel: bool = True) -> torch.Tensor:
     """`fused_moe` with both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`):
     each CTA's gate-up tiles, then its down tiles, a down tile waiting on a per-expert
     count of its expert's stored gate-up tiles. The route, row gather and combine as in
     `fused_moe`. Eager and in CUDA graphs (not a custom op: `torch.compile` cannot trace
     it). Not yet `fused_moe`'s default: that waits for its measurements (W8), as does the
-    tile width `tile_n` (64, 128 or 256; both GEMMs use it)."""
+    tile width `tile_n` (64, 128 or 256; both GEMMs use it) and the routing in one kernel
+    (`route`; `route_kernel=False`: torch's kernels, as `fused_moe`'s)."""
     _check(x, w1, w2, topk_weights, topk_ids)
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
-    top_k = topk_ids.shape[1]
-    order, offs = route_slots(topk_ids, experts)
-    xs = x[order // top_k]
+    if route_kernel:
+        order, token, offs = route(topk_ids, experts)
+    else:
+        order, offs = route_slots(topk_ids, experts)
+        token = order // topk_ids.shape[1]
+    xs = x[token]
     total = xs.shape[0]
     act = torch.empty(total, inter, dtype=x.dtype, device=x.device)  # the kernel's scratch
     y = torch.empty(total, hidden, dtype=x.dtype, device=x.device)
