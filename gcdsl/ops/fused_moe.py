@@ -112,9 +112,11 @@ class _RouteLaunch:
         from .grouped_mm import _current_stream
 
         index = ids.device.index
-        with torch.cuda.device(index):
-            self.kernel(ids.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), ids.numel(), top_k,
-                        _current_stream(index))
+        if index != torch.cuda.current_device():  # the launch goes to the current device's context
+            with torch.cuda.device(index):
+                return self(ids, order, token, offs, top_k)
+        self.kernel(ids.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), ids.numel(), top_k,
+                    _current_stream(index))
 
 
 _ROUTE_LAUNCHES: Dict[Tuple, _RouteLaunch] = {}
