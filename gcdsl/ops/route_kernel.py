@@ -91,14 +91,14 @@ class RouteSlots:
         cute.arch.sync_threads()
         if tidx < experts:
             start = cutlass.Int32(0)
-            for before in cutlass.range(tidx, unroll=1):
+            for before in cutlass.range(tidx, unroll=8):  # unrolled: the loads in flight together
                 start += counts[before]
             starts[tidx] = start
             offs[tidx] = start + counts[tidx]
         cute.arch.sync_threads()
         if tidx < slots:
             rank = cutlass.Int32(0)  # the slots of this expert before this one
-            for before in cutlass.range(tidx, unroll=1):
+            for before in cutlass.range(tidx, unroll=8):
                 if slot_expert[before] == expert:
                     rank += 1
             place = starts[expert] + rank
