@@ -31,7 +31,8 @@ reads them first (one synchronisation) and says which is wrong, at the caller's 
 """
 from __future__ import annotations
 
-from typing import Dict, Tuple
+import functools
+from typing import Any, Callable, Dict, Tuple
 
 import torch
 
@@ -79,54 +80,24 @@ def route(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Ten
     """(order, token, offs): `route_slots`' order and offs, and each sorted slot's token, in
     one kernel up to `route_kernel.MAX_SLOTS` slots (decode; an id outside [0, E) traps in
     it), by torch's kernels above."""
-    from . import route_kernel
+    from .route_kernel import MAX_SLOTS, RouteSlots
 
     flat = topk_ids.reshape(-1)
-    if flat.is_cuda and 0 < flat.numel() <= route_kernel.MAX_SLOTS and experts <= route_kernel.MAX_SLOTS \
+    if flat.is_cuda and 0 < flat.numel() <= MAX_SLOTS and experts <= MAX_SLOTS \
             and flat.dtype in (torch.int32, torch.int64):
-        flat = flat.contiguous()
+        import cutlass
+
+        flat, index = flat.contiguous(), flat.device.index
         order = torch.empty(flat.numel(), dtype=torch.int64, device=flat.device)
         token = torch.empty_like(order)
         offs = torch.empty(experts, dtype=torch.int32, device=flat.device)
-        _route_launch(experts, flat.dtype, flat.device)(flat, order, token, offs, topk_ids.shape[1])
+        id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[flat.dtype]
+        _, kernel = _compiled(("route", experts, flat.dtype, index), lambda: RouteSlots(experts, id_dtype), index)
+        _on_device(index, kernel, flat.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), flat.numel(),
+                   topk_ids.shape[1])
         return order, token, offs
     order, offs = route_slots(topk_ids, experts)
     return order, order // topk_ids.shape[1], offs
-
-
-class _RouteLaunch:
-    """`route_kernel.RouteSlots` compiled for one (E, id dtype, device), called through TVM-FFI."""
-
-    def __init__(self, experts: int, id_dtype: torch.dtype, device: torch.device) -> None:
-        import cutlass
-
-        import gcdsl.launch
-        from .grouped_mm import _make_context_current
-        from .route_kernel import RouteSlots
-
-        _make_context_current(device.index)
-        kernel = RouteSlots(experts, {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[id_dtype])
-        self.kernel = gcdsl.launch.compile_tvm_ffi(kernel, *kernel.trace_args())
-
-    def __call__(self, ids, order, token, offs, top_k: int) -> None:
-        from .grouped_mm import _current_stream
-
-        index = ids.device.index
-        if index != torch.cuda.current_device():  # the launch goes to the current device's context
-            with torch.cuda.device(index):
-                return self(ids, order, token, offs, top_k)
-        self.kernel(ids.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), ids.numel(), top_k,
-                    _current_stream(index))
-
-
-_ROUTE_LAUNCHES: Dict[Tuple, _RouteLaunch] = {}
-
-
-def _route_launch(experts: int, id_dtype: torch.dtype, device: torch.device) -> _RouteLaunch:
-    key = (experts, id_dtype, device.index)
-    if key not in _ROUTE_LAUNCHES:
-        _ROUTE_LAUNCHES[key] = _RouteLaunch(experts, id_dtype, device)
-    return _ROUTE_LAUNCHES[key]
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
@@ -138,6 +109,10 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
     it). Not yet `fused_moe`'s default: that waits for its measurements (W8), as does the
     tile width `tile_n` (64, 128 or 256; both GEMMs use it) and the routing in one kernel
     (`route`; `route_kernel=False`: torch's kernels, as `fused_moe`'s)."""
+    import cutlass
+
+    from .hopper_grouped_gemm.experts import MoeExperts
+
     _check(x, w1, w2, topk_weights, topk_ids)
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
     if route_kernel:
@@ -146,61 +121,56 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
         order, offs = route_slots(topk_ids, experts)
         token = order // topk_ids.shape[1]
     xs = x[token]
-    total = xs.shape[0]
+    total, index, size = xs.shape[0], x.device.index, x.element_size()
     act = torch.empty(total, inter, dtype=x.dtype, device=x.device)  # the kernel's scratch
     y = torch.empty(total, hidden, dtype=x.dtype, device=x.device)
     if total:
+        ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
+        gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, index),
+                                  lambda: MoeExperts(ab, experts, hidden, inter, tile_n), index)
         done = torch.zeros(experts, dtype=torch.int32, device=x.device)  # stored gate-up tiles per expert
-        _experts_launch(x.dtype, experts, hidden, inter, tile_n, x.device)(xs, w1, act, w2, y, offs, done)
+        # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
+        ctas = max(1, min(gemms.tile_bound(total), _ctas_at_once(index)))
+        # (the ragged store descriptors' bases lie M rows before each output)
+        _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
+                   w2.data_ptr(), y.data_ptr() - total * hidden * size, offs.data_ptr(), done.data_ptr(), total, ctas)
     return combine(y, order, topk_weights)
 
 
-class _ExpertsLaunch:
-    """`MoeExperts` compiled for one (dtype, E, H, I, tile width, device), called with plain ints through TVM-FFI."""
+# The layer's own kernels, compiled through TVM-FFI (called with plain ints) once per key.
+_COMPILED: Dict[Tuple, Tuple[Any, Any]] = {}
 
-    def __init__(self, dtype: torch.dtype, experts: int, hidden: int, inter: int, tile_n: int,
-                 device: torch.device) -> None:
-        import cutlass
 
+def _compiled(key: Tuple, make: Callable[[], Any], index: int) -> Tuple[Any, Any]:
+    """(kernel object, compiled function) for `key`: `make()`'s object, compiled in device
+    `index`'s context the first time."""
+    if key not in _COMPILED:
         import gcdsl.launch
-        from .grouped_mm import _make_context_current, _max_active_clusters
-        from .hopper_grouped_gemm.experts import MoeExperts
+        from .grouped_mm import _make_context_current
 
-        _make_context_current(device.index)
-        ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[dtype]
-        self.gemms = MoeExperts(ab, experts, hidden, inter, tile_n)
-        self.kernel = gcdsl.launch.compile_tvm_ffi(self.gemms, *self.gemms.trace_args())
-        # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
-        self.max_ctas = _max_active_clusters(device.index or 0, 1)
-        self.itemsize = torch.empty((), dtype=dtype).element_size()
-
-    def __call__(self, xs, w1, act, w2, y, offs, done) -> None:
-        index = xs.device.index
-        if index != torch.cuda.current_device():  # the launch goes to the current device's context
-            with torch.cuda.device(index):
-                return self._launch(xs, w1, act, w2, y, offs, done)
-        return self._launch(xs, w1, act, w2, y, offs, done)
-
-    def _launch(self, xs, w1, act, w2, y, offs, done) -> None:
-        from .grouped_mm import _current_stream
-
-        total = xs.shape[0]
-        back = total * self.itemsize  # the ragged store descriptors' bases: M rows before each output
-        ctas = max(1, min(self.gemms.tile_bound(total), self.max_ctas))
-        self.kernel(xs.data_ptr(), w1.data_ptr(), act.data_ptr() - back * act.shape[1], act.data_ptr(),
-                    w2.data_ptr(), y.data_ptr() - back * y.shape[1], offs.data_ptr(), done.data_ptr(), total, ctas,
-                    _current_stream(xs.device.index))
+        _make_context_current(index)
+        kernel = make()
+        _COMPILED[key] = kernel, gcdsl.launch.compile_tvm_ffi(kernel, *kernel.trace_args())
+    return _COMPILED[key]
 
 
-_EXPERTS_LAUNCHES: Dict[Tuple, _ExpertsLaunch] = {}
+def _on_device(index: int, kernel: Any, *args: Any) -> None:
+    """`kernel(*args, stream)` on device `index`'s current stream, in its context (a launch
+    goes to the current device's)."""
+    from .grouped_mm import _current_stream
+
+    if index != torch.cuda.current_device():
+        with torch.cuda.device(index):
+            return kernel(*args, _current_stream(index))
+    return kernel(*args, _current_stream(index))
 
 
-def _experts_launch(dtype: torch.dtype, experts: int, hidden: int, inter: int, tile_n: int,
-                    device: torch.device) -> _ExpertsLaunch:
-    key = (dtype, experts, hidden, inter, tile_n, device.index)
-    if key not in _EXPERTS_LAUNCHES:
-        _EXPERTS_LAUNCHES[key] = _ExpertsLaunch(dtype, experts, hidden, inter, tile_n, device)
-    return _EXPERTS_LAUNCHES[key]
+@functools.lru_cache(maxsize=None)
+def _ctas_at_once(index: int) -> int:
+    """CTAs of one SM each that device `index` runs at once."""
+    from .grouped_mm import _max_active_clusters
+
+    return _max_active_clusters(index, 1)
 
 
 def combine(y: torch.Tensor, order: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
