@@ -202,6 +202,9 @@ class MoeExperts:
                              total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles))
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
+            # No wait at the end of the gate-up tiles (finish=False) before the down tiles'
+            # epilogues reuse the sub-tile buffers: each gate-up tile's signal has already
+            # waited for all of its stores to be written.
             states = self.up.consume(mainloop, tiled_mma, tma_c0, mC0, total, sA, sB, sC_up, tile_end_up, row_end,
                                 tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False, signal=done)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
