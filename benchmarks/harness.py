@@ -40,6 +40,22 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+def us_per_call(call: Callable[[int], Any], calls: int) -> float:
+    """Microseconds a call of `call(i)`, i = 0 .. calls - 1 issued back to back, between two
+    CUDA events after the GPU is idle: the layer as a model runs it, host and device
+    overlapping (eager), or replays of a graph."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for i in range(calls):
+        call(i)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
 def time_device_ms(fn: Callable[[], None], reps: int, warmup: int) -> Dict[str, Any]:
     """Device time of `fn` in ms by CUDA events: median, min, max over `reps` launches.
 

@@ -143,6 +143,12 @@ def gcdsl_grouped_mm(a, b, offs):
 QUACK = {"tuned": False}
 
 
+def add_quack_flag(parser) -> None:
+    """`--quack-tuned` on a benchmark's command line; its `run` sets QUACK from it."""
+    parser.add_argument("--quack-tuned", action="store_true",
+                        help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
+
+
 def quack_note(call: str) -> str:
     """How quack ran, for a benchmark's JSON: `call` with the configuration."""
     return f"{call}, tuned={QUACK['tuned']}"

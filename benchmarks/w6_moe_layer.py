@@ -48,11 +48,11 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402  (imports no DSL)
-    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms,
+    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms, us_per_call,
 )
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
 from benchmarks.moe_layer import (  # noqa: E402
-    GROUPED_MMS, QUACK, SHAPES, MoEWeights, moe_forward, moe_reference, quack_note, route,
+    GROUPED_MMS, QUACK, SHAPES, MoEWeights, add_quack_flag, moe_forward, moe_reference, quack_note, route,
 )
 
 TOKENS = (1, 64, 512, 4096)
@@ -90,17 +90,8 @@ class Point:
 
 
 def eager_timer(p: Point, gmm: Callable, calls: int) -> Callable[[], float]:
-    import torch
-
     def once() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            moe_forward(p.pool[i % POOL], p.w, p.shape.top_k, gmm)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / calls
+        return us_per_call(lambda i: moe_forward(p.pool[i % POOL], p.w, p.shape.top_k, gmm), calls)
 
     return once
 
@@ -130,16 +121,12 @@ def graph_timer(p: Point, gmm: Callable, calls: int) -> Callable[[], float]:
     if not err1 <= TOLERANCE:
         raise AssertionError(f"graph replay on new tokens: relative error {err1:.2e}")
 
+    def replay(i: int) -> None:
+        x.copy_(p.pool[i % POOL])
+        graph.replay()
+
     def once() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            x.copy_(p.pool[i % POOL])
-            graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / calls
+        return us_per_call(replay, calls)
 
     once.graph = graph  # keep the graph (and its pool) alive with the timer
     return once
@@ -367,8 +354,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
     p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")
-    p.add_argument("--quack-tuned", action="store_true",
-                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
+    add_quack_flag(p)
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

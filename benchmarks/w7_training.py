@@ -50,8 +50,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms  # noqa: E402
-from benchmarks.moe_layer import QUACK, SHAPES, MoEWeights, moe_forward, quack_note, route  # noqa: E402
+from benchmarks.harness import (  # noqa: E402
+    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms, us_per_call,
+)
+from benchmarks.moe_layer import (  # noqa: E402
+    QUACK, SHAPES, MoEWeights, add_quack_flag, moe_forward, quack_note, route,
+)
 
 TRAINING_SHAPES = ("qwen3-30b-a3b", "deepseek-v3-ep8")
 TOKENS = (4096, 16384)
@@ -223,14 +227,7 @@ def time_training_step(report: Report, shape, tokens: int, args) -> None:
                 timers.pop("gcdsl")
 
     def once(v: str) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(args.steps):
-            step(v, pool[i % POOL])
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / args.steps
+        return us_per_call(lambda i: step(v, pool[i % POOL]), args.steps)
 
     samples: Dict[str, List[float]] = {v: [] for v in timers}
     for _ in range(args.rounds):
@@ -367,8 +364,7 @@ def parse_args(argv=None):
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
-    p.add_argument("--quack-tuned", action="store_true",
-                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
+    add_quack_flag(p)
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -50,9 +50,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, table  # noqa: E402  (imports no DSL)
+from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, table, us_per_call  # noqa: E402  (imports no DSL)
 from benchmarks.moe_layer import (  # noqa: E402
-    GROUPED_MMS, QUACK, SHAPES, MoEWeights, expert_ends, moe_experts, moe_experts_reference, quack_note, route,
+    GROUPED_MMS, QUACK, SHAPES, MoEWeights, add_quack_flag, expert_ends, moe_experts, moe_experts_reference,
+    quack_note, route,
 )
 from benchmarks.reporting.fused_moe import DECODE_TOKENS, HBM_FRACTION, PEERS, target_against  # noqa: E402
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
@@ -100,18 +101,13 @@ def layer(variant: str) -> Callable:
         import gcdsl.ops
 
         return gcdsl.ops.fused_moe
-    if variant == "megakernel":
-        import importlib
-
-        return importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
-    if variant.startswith("megakernel "):
+    if variant.split()[0] == "megakernel":  # "megakernel", "megakernel <tile_n>", "megakernel torch route"
         import importlib
 
         megakernel = importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
-        if variant == "megakernel torch route":
-            return lambda *args: megakernel(*args, route_kernel=False)
-        tile_n = int(variant.split()[1])
-        return lambda *args: megakernel(*args, tile_n=tile_n)
+        rest = variant.split()[1:]
+        options = {} if not rest else {"route_kernel": False} if rest[0] == "torch" else {"tile_n": int(rest[0])}
+        return lambda *args: megakernel(*args, **options)
     if variant in FORCED:
         import gcdsl.ops
         from gcdsl.ops.grouped_mm import forcing
@@ -154,17 +150,8 @@ class Point:
 
 
 def eager_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
-    import torch
-
     def once() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            fn(p.pool[i % POOL][0], p.w1, p.w2, *p.pool[i % POOL][1:])
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / calls
+        return us_per_call(lambda i: fn(p.pool[i % POOL][0], p.w1, p.w2, *p.pool[i % POOL][1:]), calls)
 
     return once
 
@@ -195,16 +182,12 @@ def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
         if not err <= TOLERANCE:
             raise AssertionError(f"graph replay on batch {batch}: relative error {err:.2e}")
 
+    def replay(i: int) -> None:
+        load(i % POOL)
+        graph.replay()
+
     def once() -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            load(i % POOL)
-            graph.replay()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) * 1e3 / calls
+        return us_per_call(replay, calls)
 
     once.graph = graph  # keep the graph (and its pool) alive with the timer
     return once
@@ -365,8 +348,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--every-config", action="store_true",
                    help="also time fused_moe with each GEMM forced to each configuration (FORCED), graph only")
-    p.add_argument("--quack-tuned", action="store_true",
-                   help="quack-kernels autotuned over each of its configurations (minutes of compiles a problem)")
+    add_quack_flag(p)
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -39,19 +39,7 @@ def time_calls(call, calls: int = 20, rounds: int = 5) -> float:
     to back between CUDA events: host and device overlapping as in a model's loop."""
     import statistics
 
-    import torch
-
-    times = []
-    for _ in range(rounds):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        start.record()
-        for i in range(calls):
-            call(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3 / calls)
-    return statistics.median(times)
+    return statistics.median(harness.us_per_call(call, calls) for _ in range(rounds))
 
 
 def plot(path: str, title: str, xlabel: str, ylabel: str, points: dict) -> None:
