@@ -189,32 +189,11 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         stream: cuda.CUstream,
     ):
         groups = self.groups
-        tile_m, tile_n, tile_k = self.tile_mnk
         a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(groups))
 
-        # A 64 x tile_n WGMMA per consumer warpgroup: stacked along M in one tile
-        # (cooperative), or repeated down a warpgroup's own tile (ping-pong).
-        a_layout = LayoutEnum.ROW_MAJOR if self.config.a_major == "k" else LayoutEnum.COL_MAJOR
-        b_layout = LayoutEnum.ROW_MAJOR if self.config.b_major == "k" else LayoutEnum.COL_MAJOR
-        tiled_mma = sm90.make_trivial_tiled_mma(
-            self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-            self.acc_dtype, (1, 1, 1) if self.pingpong else (2, 1, 1), tiler_mn=(64, tile_n)
-        )
-        a_smem = sm90.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        b_smem = sm90.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_buffers)
-
-        tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
-        )
-        b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else cpasync.CopyBulkTensorTileG2SOp()
-        tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
-            b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
-        )
-        tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile
-        )
+        tiled_mma, a_smem, b_smem, c_smem = self.mma_and_smem_layouts()
+        tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c = self.tma_atoms(a, b, c, a_smem, b_smem, c_smem)
 
         table = 32 * self.lane_groups
 
@@ -234,6 +213,38 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             offs, total, a_smem, b_smem, c_smem,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
                  min_blocks_per_mp=1, stream=stream)
+
+    def mma_and_smem_layouts(self) -> Tuple:
+        """(tiled MMA, A ring, B ring, output sub-tiles): a 64 x tile_n WGMMA per consumer
+        warpgroup, stacked along M in one tile (cooperative) or repeated down a warpgroup's
+        own tile (ping-pong), and the shared-memory layouts it reads and the epilogue
+        writes. Traced in the host function."""
+        a_layout = LayoutEnum.ROW_MAJOR if self.config.a_major == "k" else LayoutEnum.COL_MAJOR
+        b_layout = LayoutEnum.ROW_MAJOR if self.config.b_major == "k" else LayoutEnum.COL_MAJOR
+        tiled_mma = sm90.make_trivial_tiled_mma(
+            self.ab_dtype, self.ab_dtype, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+            self.acc_dtype, (1, 1, 1) if self.pingpong else (2, 1, 1), tiler_mn=(64, self.tile_mnk[1])
+        )
+        a_smem = sm90.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        b_smem = sm90.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
+        c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_buffers)
+        return tiled_mma, a_smem, b_smem, c_smem
+
+    def tma_atoms(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, a_smem, b_smem, c_smem) -> Tuple:
+        """(atom, TMA coordinates) of A, B (multicast to a pair) and the output, in that
+        order, flattened: the views of `operands` into the layouts of `mma_and_smem_layouts`."""
+        tile_m, tile_n, tile_k = self.tile_mnk
+        tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
+        )
+        b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else cpasync.CopyBulkTensorTileG2SOp()
+        tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
+            b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
+        )
+        tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
+            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile
+        )
+        return tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c
 
     @cute.jit
     def operands(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer, total: cutlass.Int32):

@@ -35,10 +35,8 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils.hopper_helpers as sm90
 from cutlass.cute.nvgpu import cpasync
 from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
-from cutlass.tensor_utils import LayoutEnum
 
 import gcdsl
 
@@ -97,34 +95,16 @@ class MoeExperts:
                  act_ptr: cute.Pointer, w2_ptr: cute.Pointer, y_store_ptr: cute.Pointer, offs_ptr: cute.Pointer,
                  done_ptr: cute.Pointer, total: cutlass.Int32, num_ctas: cutlass.Int32, stream: cuda.CUstream):
         up, down = self.up, self.down
-        tile_m, tile_n, tile_k = up.tile_mnk
         a0, b0, c0 = up.operands(xs_ptr, w1_ptr, act_store_ptr, total)
         a1, b1, c1 = down.operands(act_ptr, w2_ptr, y_store_ptr, total)
         offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
         done = cute.make_tensor(done_ptr, cute.make_layout(self.experts))
 
-        k_major = LayoutEnum.ROW_MAJOR
-        tiled_mma = sm90.make_trivial_tiled_mma(
-            up.ab_dtype, up.ab_dtype, k_major.sm90_mma_major_mode(), k_major.sm90_mma_major_mode(),
-            up.acc_dtype, (2, 1, 1), tiler_mn=(64, tile_n))
-        a_smem = sm90.make_smem_layout_a(k_major, up.tile_mnk, up.ab_dtype, self.stages)
-        b_smem = sm90.make_smem_layout_b(k_major, up.tile_mnk, up.ab_dtype, self.stages)
-        c_smem_up = sm90.make_smem_layout_epi(up.c_dtype, LayoutEnum.ROW_MAJOR, up.epi_tile, up.epi_buffers)
-        c_smem_down = sm90.make_smem_layout_epi(down.c_dtype, LayoutEnum.ROW_MAJOR, down.epi_tile, down.epi_buffers)
-
-        def loads(a, b):
-            tma_a, coords_a = cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k))
-            tma_b, coords_b = cpasync.make_tiled_tma_atom(
-                cpasync.CopyBulkTensorTileG2SOp(), b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k))
-            return tma_a, coords_a, tma_b, coords_b
-
-        tma_a0, mA0, tma_b0, mB0 = loads(a0, b0)
-        tma_a1, mA1, tma_b1, mB1 = loads(a1, b1)
-        tma_c0, mC0 = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c0, cute.slice_(c_smem_up, (None, None, 0)), up.epi_tile)
-        tma_c1, mC1 = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c1, cute.slice_(c_smem_down, (None, None, 0)), down.epi_tile)
+        # One MMA and one ring for both (same tile, K-major operands); each GEMM its own sub-tile buffers.
+        tiled_mma, a_smem, b_smem, c_smem_up = up.mma_and_smem_layouts()
+        c_smem_down = down.mma_and_smem_layouts()[3]
+        tma_a0, mA0, tma_b0, mB0, tma_c0, mC0 = up.tma_atoms(a0, b0, c0, a_smem, b_smem, c_smem_up)
+        tma_a1, mA1, tma_b1, mB1, tma_c1, mC1 = down.tma_atoms(a1, b1, c1, a_smem, b_smem, c_smem_down)
 
         table = self.table
         epi_elements = max(cute.cosize(c_smem_up), cute.cosize(c_smem_down))
