@@ -6,8 +6,9 @@ Given `x` (T, H), `w1` (E, 2I, H), `w2` (E, H, I) and the router's `topk_weights
 
     torch        permute, torch._grouped_mm, SwiGLU, torch._grouped_mm, weighted combine
     gcdsl        the same layer on gcdsl.ops.grouped_mm
-    fused_moe    gcdsl.ops.fused_moe (SwiGLU in the gate-up GEMM's epilogue)
-    megakernel   fused_moe with both GEMMs in one persistent kernel (fused_moe_megakernel)
+    fused_moe    gcdsl.ops.fused_moe: both GEMMs in one persistent kernel, SwiGLU in the
+                 gate-up tiles' epilogue
+    pair         fused_moe's two-GEMM form (fused_moe_pair: grouped_mm_swiglu, grouped_mm)
     quack        quack-kernels' fused pieces: gemm_act (cu_seqlens_m, A_idx gathering
                  x's rows, SwiGLU over w1's [gate; up] halves), then gemm, then the
                  same combine; their default configuration (tuned=False; autotuned with
@@ -60,18 +61,18 @@ from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
 from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable or not)
 
 TOKENS = (1, 8, 64, 512, 4096)
-VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")
+VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
-# `--every-config`: fused_moe with one of its GEMMs forced to each configuration the kernel
-# has ("fused_moe up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "fused_moe down ..." the
-# down GEMM; `gcdsl.ops.grouped_mm.forcing`), and the megakernel at its other tile widths
-# and with torch's routing kernels, graph replays only: the data for their rules.
-FORCED = (tuple(f"fused_moe up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
-                                                     ("pingpong", 128), ("pingpong", 64)))
-          + tuple(f"fused_moe down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128),
-                                                       ("cooperative", 64), ("pingpong", 192), ("pingpong", 128),
-                                                       ("pingpong", 64)))
-          + ("megakernel 64", "megakernel 256", "megakernel torch route"))  # its default: tile 128, route kernel
+# `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>") and
+# with torch's routing kernels, and its two-GEMM form with one of its GEMMs forced to each
+# configuration the grouped GEMM has ("pair up <schedule> <tile_n>" the SwiGLU gate-up
+# GEMM, "pair down ..." the down GEMM; `gcdsl.ops.grouped_mm.forcing`), graph replays
+# only: the data for their rules.
+FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel torch route")
+          + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
+                                                  ("pingpong", 128), ("pingpong", 64)))
+          + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
+                                                    ("pingpong", 192), ("pingpong", 128), ("pingpong", 64))))
 POOL = 4
 TOLERANCE = 2e-2
 
@@ -97,19 +98,18 @@ def layer(variant: str) -> Callable:
     if variant in ("torch", "gcdsl"):
         gmm = GROUPED_MMS[variant]
         return lambda x, w1, w2, weights, ids: moe_experts(x, w1, w2, weights, ids, gmm)
+    import gcdsl.ops
+    from gcdsl.ops.fused_moe import fused_moe_megakernel, fused_moe_pair
+
     if variant == "fused_moe":
-        import gcdsl.ops
-
         return gcdsl.ops.fused_moe
-    if variant.split()[0] == "megakernel":  # "megakernel", "megakernel <tile_n>", "megakernel torch route"
-        import importlib
-
-        megakernel = importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel
-        rest = variant.split()[1:]
-        options = {} if not rest else {"route_kernel": False} if rest[0] == "torch" else {"tile_n": int(rest[0])}
-        return lambda *args: megakernel(*args, **options)
-    if variant in FORCED:
-        import gcdsl.ops
+    if variant == "pair":
+        return fused_moe_pair
+    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "one kernel torch route"
+        choice = variant.split()[2]
+        options = {"route_kernel": False} if choice == "torch" else {"tile_n": int(choice)}
+        return lambda *args: fused_moe_megakernel(*args, **options)
+    if variant in FORCED:  # "pair <gemm> <schedule> <tile_n>"
         from gcdsl.ops.grouped_mm import forcing
 
         _, gemm, schedule, tile_n = variant.split()
@@ -117,7 +117,7 @@ def layer(variant: str) -> Callable:
 
         def forced(*args):
             with forcing(activation, schedule, int(tile_n)):
-                return gcdsl.ops.fused_moe(*args)
+                return fused_moe_pair(*args)
 
         return forced
     return quack_layer
@@ -282,25 +282,25 @@ def _bound(report: Report, shape: str, t: int):
 
 
 def _print_forced(report: Report, shapes, tokens, forced) -> None:
-    """--every-config: each forced configuration's graph replay over its layer's default
-    (fused_moe's, or the megakernel's at tile 128; above 1: the forced one is faster), per
-    point, and the fastest configuration of each of fused_moe's GEMMs."""
+    """--every-config: each forced configuration's graph replay over its form's default
+    (fused_moe's for the one kernel, the pair's for the pair; above 1: the forced one is
+    faster), per point, and the fastest of each."""
     if not forced:
         return
+    kinds = {"one kernel": "fused_moe", "pair up": "pair", "pair down": "pair"}
     rows = []
     for shape in shapes:
         for t in tokens:
-            defaults = {layer: _us(report, shape.name, t, layer, "graph") for layer in ("fused_moe", "megakernel")}
+            defaults = {kind: _us(report, shape.name, t, v, "graph") for kind, v in kinds.items()}
             times = {v: _us(report, shape.name, t, v, "graph") for v in forced}
-            ratios = [f"{defaults[v.split()[0]] / u:.2f}x" if defaults[v.split()[0]] and u else "-"
+            kind_of = {v: next(k for k in kinds if v.startswith(k + " ")) for v in forced}
+            ratios = [f"{defaults[kind_of[v]] / u:.2f}x" if defaults[kind_of[v]] and u else "-"
                       for v, u in times.items()]
-            best = {gemm: min((u, v) for v, u in times.items() if u and v.split()[1] == gemm)
-                    for gemm in ("up", "down") if any(u and v.split()[1] == gemm for v, u in times.items())}
-            rows.append([shape.name, t, *ratios,
-                         *(" ".join(best[g][1].split()[2:]) if g in best else "-" for g in ("up", "down"))])
-    print("\nforced configurations: the layer's default graph time over each one's")
-    print(table(["shape", "tokens", *(v.replace("fused_moe ", "") for v in forced), "fastest up", "fastest down"],
-                rows))
+            best = {kind: min((u, v) for v, u in times.items() if u and kind_of[v] == kind)
+                    for kind in kinds if any(u and kind_of[v] == kind for v, u in times.items())}
+            rows.append([shape.name, t, *ratios, *(best[k][1][len(k) + 1:] if k in best else "-" for k in kinds)])
+    print("\nforced configurations: the default graph time of their form over each one's")
+    print(table(["shape", "tokens", *forced, *(f"fastest {k}" for k in kinds)], rows))
 
 
 def summarize_report(report: Report, shapes, tokens, variants) -> None:

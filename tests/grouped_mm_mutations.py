@@ -84,8 +84,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 CASES_TESTS = ["tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
-    "experts_down_loads_on_the_gate_up_tiles": "megakernel and (float32 or break)",
-    "experts_down_one_gate_up_tile_early": "megakernel and (float32 or break)",
+    "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
+    "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_b_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",

@@ -15,7 +15,9 @@ torch = pytest.importorskip("torch")
 import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
 from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
-from gcdsl.ops.fused_moe import _check_ids, combine, fused_moe_megakernel, route_slots  # noqa: E402
+from gcdsl.ops.fused_moe import (  # noqa: E402
+    _check_ids, combine, fused_moe_megakernel, fused_moe_pair, megakernel_tile_n, route_slots,
+)
 
 
 def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
@@ -145,6 +147,36 @@ def test_checks_name_the_callers_line_and_the_parameter():
     assert "k = 3 experts a token, more than the E = 2" in errors["k"].message
 
 
+def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, w1, w2, weights, ids = _layer()
+        w1_h_major = torch.empty(8, 128, 256, dtype=w1.dtype, device=w1.device).transpose(1, 2)
+        calls = {"w1": ((x, w1_h_major, w2, weights, ids), {}),
+                 "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192})}
+        errors = {}
+        for param, (args, options) in calls.items():
+            with pytest.raises(GcdslError) as info:
+                fused_moe_megakernel(*args, **options)
+            errors[param] = info.value
+    for param, err in errors.items():
+        assert err.param == param and err.location.filename == __file__, (param, err)
+    assert "contiguous" in errors["w1"].message and "fused_moe_pair" in errors["w1"].hint
+    assert "64, 128 or 256" in errors["tile_n"].message
+
+
+@pytest.mark.parametrize("experts, inter, slots, tile_n", [
+    (128, 768, 8, 128),     # Qwen3 at one token: 48 gate-up tiles of 256 for 132 SMs
+    (128, 768, 64, 256),    # at eight
+    (32, 2048, 8, 256),     # DeepSeek-V3 at one token: 128 tiles
+    (8, 14336, 2, 256),     # Mixtral at one token: 224 tiles
+    (8, 192, 4096, 128),    # I not a multiple of 128: SwiGLU's 256-wide tile cannot split it
+])
+def test_the_one_kernels_tile_width_rule(experts, inter, slots, tile_n):
+    assert megakernel_tile_n(experts, inter, slots, sms=132) == tile_n
+
+
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():
     _check_ids(torch.tensor([[0, 7], [3, 1]]), 8)  # in range: nothing to say
     with pytest.raises(GcdslError) as info:
@@ -191,8 +223,19 @@ def _check_close(out, ref):
     assert err <= 2e-2, err
 
 
-# The layer as `fused_moe` runs it (two grouped GEMMs) and with both GEMMs in one kernel.
-LAYERS = {"fused_moe": gcdsl.ops.fused_moe, "megakernel": fused_moe_megakernel}
+# The layer as `fused_moe` runs it on contiguous weights (both GEMMs in one kernel) and in
+# its two-GEMM form.
+LAYERS = {"one_kernel": gcdsl.ops.fused_moe, "pair": fused_moe_pair}
+
+
+@pytest.fixture(autouse=True)
+def poisoned_scratch(monkeypatch):
+    """The one kernel's intermediate and output rows NaN until it writes them."""
+    import importlib
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    monkeypatch.setattr(fm, "_scratch", lambda rows, columns, x: torch.full(
+        (rows, columns), float("nan"), dtype=x.dtype, device=x.device))
 
 
 @pytest.mark.gpu
@@ -222,15 +265,39 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile_n", [64, 256])
+@pytest.mark.parametrize("tile_n", [64, 128, 256])
 @pytest.mark.parametrize("tokens", [1, 300])
-def test_megakernel_at_its_other_tile_widths(tile_n, tokens):
+def test_one_kernel_at_each_tile_width(tile_n, tokens):
     experts, hidden, inter, k = 16, 264, 256, 8
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=tile_n)
     _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n),
                  moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_down_tiles_wait_for_every_gate_up_tile_of_their_expert():
+    """One token, one expert a call: one gate-up tile (2I = the tile width) and four down
+    tiles, three of them on CTAs with nothing else to do, which start at once. Loading
+    the NaN scratch before that gate-up tile has stored it would show in the result."""
+    experts, hidden, inter = 2, 512, 64
+    w1, w2 = _weights(experts, hidden, inter)
+    for seed in range(8):
+        x = torch.randn(1, hidden, device="cuda").to(torch.bfloat16)
+        weights, ids = _routing(1, experts, 1, "random", seed=seed)
+        _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=128),
+                     moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_fused_moe_takes_the_pair_for_weights_that_are_not_contiguous():
+    experts, hidden, inter, tokens, k = 8, 256, 128, 40, 2
+    w1, w2 = _weights(experts, hidden, inter)
+    w1_t = w1.transpose(1, 2).contiguous().transpose(1, 2)  # the same values, H-major
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random")
+    _check_close(gcdsl.ops.fused_moe(x, w1_t, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
@@ -245,7 +312,7 @@ def test_route_kernel_agrees_with_torchs_kernels(tokens, k, experts, id_dtype):
 
     g = torch.Generator(device="cuda").manual_seed(tokens * k)
     ids = torch.randint(0, experts, (tokens, k), device="cuda", generator=g).to(id_dtype)
-    ids[0] = ids[0, 0]  # one token naming one expert k times
+    ids[0] = ids[0, 0].item()  # one token naming one expert k times
     order, token, offs = route(ids, experts)
     ref_order, ref_offs = route_slots(ids.long(), experts)
     assert sorted(order.tolist()) == list(range(tokens * k))  # every slot placed once

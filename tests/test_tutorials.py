@@ -70,12 +70,13 @@ def test_tutorial_04_fused_moe(tmp_path):
     if has_gpu():
         assert "verify against float32: PASS" in proc.stdout and "graph us" in proc.stdout
     else:
-        assert "1 5-D TMA load of w1 a stage" in proc.stdout  # gate and up rows in one box
-        assert "64 ex2 and 64 rcp a thread" in proc.stdout and "(768 of the 1536 columns)" in proc.stdout
-        assert "532 bytes in 8 parameters" in proc.stdout and "local memory: none" in proc.stdout
-        assert ("one kernel (fused_moe_megakernel): 1 kernel, 6 TMA descriptors in parameter space; a gate-up "
-                "tile's count 1 release add after its stores, a down tile's wait 2 acquire loads, 2 proxy fences"
-                in proc.stdout)
+        assert "The kernel as it runs (kernel.desugared_source)" in proc.stdout
+        assert "self.down.produce(" in proc.stdout and "wait_on=(done, self.up.n_tiles)" in proc.stdout
+        assert ("an expert with r rows has ceil(r / 128) x 6 gate-up tiles (1536 columns of w1, 768 stored) and "
+                "ceil(r / 128) x 8 down tiles (2048 columns)") in proc.stdout  # 16 experts, 512 slots: 256 wide
+        assert ("One kernel: 1 entry, 6 TMA descriptors in parameter space; gate and up rows of a gate-up tile: "
+                "1 5-D TMA load of w1 a stage; silu(gate) * up: 64 ex2 and 64 rcp a thread; a gate-up tile's count "
+                "1 release add after its stores, a down tile's wait 2 acquire loads, 2 proxy fences") in proc.stdout
 
 
 def test_tutorial_05_expert_parallel_on_two_cpu_processes(tmp_path):

@@ -8,17 +8,25 @@ Inference engines call the experts of an MoE layer with what the router produced
 (E, H, I), and per token its k experts `topk_ids` with their weights `topk_weights`.
 Each token's output is the weighted sum of its experts' SwiGLU MLPs. Everything runs
 on the GPU and nothing is read back on the host: the slots are sorted by expert and
-counted into `offs` on the device, the gate-up grouped GEMM applies SwiGLU in its
-epilogue (`gcdsl.ops.grouped_mm_swiglu`: one TMA box brings a tile's gate rows and the
-matching up rows, and the epilogue stores silu(gate) * up, so the (T k, 2I)
-intermediate never exists), the down grouped GEMM follows, and the weighted combine
-sums each token's rows. So the layer can be captured in a CUDA graph and replayed
-after the routing changed.
+counted into `offs` on the device (one small kernel), and then both GEMMs of the layer
+run as one persistent kernel. Its tasks are of two kinds:
+
+  gate-up tiles  x's rows of an expert times its gate and up rows; one TMA box brings a
+                 tile's gate rows and the matching up rows, and the epilogue stores
+                 silu(gate) * up, so the (T k, 2I) intermediate never exists;
+  down tiles     those SwiGLU rows times the expert's down projection; a down tile
+                 starts once its expert's gate-up tiles are stored (a per-expert count
+                 on the device, no second launch).
+
+Each task picks its TMA descriptors (x's rows, w1, the SwiGLU rows, w2, the output) from
+the kernel's parameter space at runtime. The weighted combine then sums each token's
+rows. So the layer can be captured in a CUDA graph and replayed after the routing
+changed.
 
 On a GPU: the layer verified against float32, eager and replayed from a graph on new
-routing, and timed beside the same layer on torch._grouped_mm, and with both GEMMs in
-one persistent kernel. Without one: the SwiGLU kernel compiled for sm_90a, its
-desugared source and its PTX, and the one-kernel layer's PTX facts.
+routing, and timed beside its two-GEMM form and the same layer on torch._grouped_mm.
+Without one: the kernel compiled for sm_90a, its desugared source, its tasks and its
+PTX.
 
     python tutorials/04_fused_moe.py [--experts 128] [--tokens 64] [--top-k 8]
                                       [--hidden 2048] [--intermediate 768]
@@ -51,7 +59,7 @@ def run_on_gpu(args, shape: MoEShape) -> bool:
         return ((out.float() - ref).abs().max() / ref.abs().max()).item()
 
     layers = {"gcdsl.ops.fused_moe": gcdsl.ops.fused_moe,
-              "both GEMMs in one kernel": importlib.import_module("gcdsl.ops.fused_moe").fused_moe_megakernel,
+              "two GEMMs (fused_moe_pair)": importlib.import_module("gcdsl.ops.fused_moe").fused_moe_pair,
               "torch._grouped_mm": lambda x, w1, w2, weights, ids: moe_experts(x, w1, w2, weights, ids,
                                                                                 GROUPED_MMS["torch"])}
     ok, rows = True, []
@@ -90,34 +98,29 @@ def compile_only(args, shape: MoEShape) -> bool:
     import cutlass
     import cutlass.cute as cute
 
-    from gcdsl.ops import hopper_grouped_gemm as hgg
-
-    n, k = 2 * shape.intermediate, shape.hidden  # the gate-up GEMM, SwiGLU in its epilogue
-    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, shape.experts, n, k, 256,
-                                                activation="swiglu"))
-
-    cute.compile(gemm, *gemm.trace_args())
-    show_compile(hgg.HopperGroupedGemm.kernel)
-    with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
-        text = f.read()
-    print(f"  gate and up rows of a tile: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
-          f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
-          f"{text.count('cp.async.bulk.tensor.3d.global')} TMA stores of 128 x 32 a tile "
-          f"({n // 2} of the {n} columns)")
-
-    # Both GEMMs in one persistent kernel: each CTA's gate-up tiles, then its down tiles,
-    # a down tile waiting until its expert's gate-up tiles are stored.
     from gcdsl import ptx
+    from gcdsl.ops.fused_moe import megakernel_tile_n
     from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
-    both = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate)
-    text = ptx.of(cute.compile(both, *both.trace_args()))
+    slots = args.tokens * shape.top_k
+    tile_n = megakernel_tile_n(shape.experts, shape.intermediate, slots, sms=132)  # the H200's
+    layer = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate, tile_n)
+    cute.compile(layer, *layer.trace_args())
+    show_compile(MoeExperts.kernel)
+    with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
+        text = f.read()
     entry = ptx.single_entry(text)
     descriptors = len([p for p in entry.params if p.size == 128 and p.align == 64])
-    print(f"\nBoth GEMMs in one kernel (fused_moe_megakernel): {len(ptx.entries(text))} kernel, {descriptors} "
-          f"TMA descriptors in parameter space; a gate-up tile's count {text.count('atom.global.release.add')} "
-          f"release add after its stores, a down tile's wait {text.count('ld.acquire.gpu')} acquire loads, "
-          f"{text.count('fence.proxy.async.global')} proxy fences")
+    print(f"\nTasks, tiles of 128 rows x {tile_n} columns: an expert with r rows has ceil(r / 128) x "
+          f"{layer.up.n_tiles} gate-up tiles ({2 * shape.intermediate} columns of w1, {shape.intermediate} stored) "
+          f"and ceil(r / 128) x {layer.down.n_tiles} down tiles ({shape.hidden} columns); at most "
+          f"{layer.tile_bound(slots)} tiles of either kind for {slots} slots.")
+    print(f"One kernel: {len(ptx.entries(text))} entry, {descriptors} TMA descriptors in parameter space; "
+          f"gate and up rows of a gate-up tile: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
+          f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
+          f"a gate-up tile's count {text.count('atom.global.release.add')} release add after its stores, a down "
+          f"tile's wait {text.count('ld.acquire.gpu')} acquire loads, {text.count('fence.proxy.async.global')} "
+          "proxy fences")
     return True
 
 

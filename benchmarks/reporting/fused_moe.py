@@ -5,7 +5,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from .fmt import Results, f1, listing, md_table, ok, pct, ratio, span
 
-VARIANTS = ("torch", "gcdsl", "fused_moe", "megakernel", "quack")  # the region shows those measured
+VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")  # the region shows those measured
 PEERS = ("torch", "quack")
 MODES = {"graph": "replayed from a CUDA graph, new routing every replay", "eager": "eager, new routing every call"}
 DECODE_TOKENS = 64  # up to here the layer streams its weights: HBM-bound
@@ -73,8 +73,10 @@ def region_w8(results: Results) -> Optional[str]:
     lines = ["Command: `python benchmarks/w8_fused_moe.py`. The expert layer after the router, given `x`, `w1`, `w2`, "
              "`topk_weights` and `topk_ids` made on the GPU by a random router, new routing every call. *torch*: "
              "permute, `torch._grouped_mm`, SwiGLU, `torch._grouped_mm`, weighted combine; *gcdsl*: that layer on "
-             "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (SwiGLU in the gate-up GEMM's epilogue); "
-             + ("*megakernel*: that layer with both GEMMs in one persistent kernel; " if "megakernel" in variants else "")
+             "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (both GEMMs in one persistent kernel, SwiGLU in "
+             "the gate-up tiles' epilogue); "
+             + ("*pair*: its two-GEMM form, `fused_moe_pair` (`grouped_mm_swiglu`, then `grouped_mm`); "
+                if "pair" in variants else "")
              + f"*quack*: quack-kernels' fused pieces (`{config.get('quack')}`). Every output was checked against a "
              f"float32 reference (relative error <= {config.get('tolerance')}) before it was timed. *Bound*: the "
              "active experts' weight bytes over the measured device-to-device copy bandwidth "

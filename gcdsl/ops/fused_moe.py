@@ -12,15 +12,21 @@ with fp32 accumulation. A token may name an expert twice (each slot counts). The
 each on the device, none reading the routing back on the host (so a call can be
 captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change):
 
-    route     the token slots (t, j) sorted by expert, stably, and each expert's slot
-              count by a scatter-add (`torch.bincount` would synchronise to size its
-              result), summed into the groups' ends `offs`;
-    gate-up   `grouped_mm_swiglu` over x's rows in slot order: silu(gate) * up, (T k, I),
-              the activation applied in the GEMM's epilogue;
-    down      `grouped_mm`: (T k, H);
+    route     the token slots (t, j) sorted by expert, stably, each slot's token, and
+              the groups' ends `offs`: one CTA of counts in shared memory up to 1024
+              slots (`route_kernel`), torch's sort and a scatter-add above;
+    gather    x's rows in slot order;
+    experts   both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): the
+              gate-up tiles with SwiGLU in their epilogue, silu(gate) * up into a
+              (T k, I) scratch, then the down tiles into (T k, H), each down tile
+              starting once its expert's gate-up tiles are stored;
     combine   the slots' rows put back in token order, then each token's k rows weighed
               and summed by one batched (1 x k) @ (k x H) product: fp32 accumulation,
               the weights rounded to x's dtype, no atomics (the same sum on every run).
+
+The one kernel reads contiguous weights; for others `fused_moe_pair` (two grouped GEMMs,
+`grouped_mm_swiglu` then `grouped_mm`) does the work. W8 (`docs/fused_moe.md`) measures
+both, and the one kernel at each tile width (`megakernel_tile_n` picks one).
 
 For inference: the op has no autograd formula (a training step differentiates through
 `grouped_mm_swiglu` and `grouped_mm`, which have one).
@@ -32,7 +38,7 @@ reads them first (one synchronisation) and says which is wrong, at the caller's 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
@@ -68,6 +74,20 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
 
 
 def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
+    if w1.is_contiguous() and w2.is_contiguous():  # the one kernel reads the weights by their addresses
+        return _one_kernel(x, w1, w2, topk_weights, topk_ids)
+    return _pair(x, w1, w2, topk_weights, topk_ids)
+
+
+def fused_moe_pair(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                   topk_ids: torch.Tensor) -> torch.Tensor:
+    """`fused_moe` as two grouped GEMMs, `grouped_mm_swiglu` then `grouped_mm`, for weights
+    of any strides: `fused_moe` takes it where w1 or w2 is not contiguous."""
+    _check(x, w1, w2, topk_weights, topk_ids)
+    return _pair(x, w1, w2, topk_weights, topk_ids)
+
+
+def _pair(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     top_k = topk_ids.shape[1]
     order, offs = route_slots(topk_ids, w1.shape[0])
     token = order // top_k
@@ -101,19 +121,41 @@ def route(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Ten
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                         topk_ids: torch.Tensor, *, tile_n: int = 128, route_kernel: bool = True) -> torch.Tensor:
-    """`fused_moe` with both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`):
-    each CTA's gate-up tiles, then its down tiles, a down tile waiting on a per-expert
-    count of its expert's stored gate-up tiles. The route, row gather and combine as in
-    `fused_moe`. Eager and in CUDA graphs (not a custom op: `torch.compile` cannot trace
-    it). Not yet `fused_moe`'s default: that waits for its measurements (W8), as does the
-    tile width `tile_n` (64, 128 or 256; both GEMMs use it) and the routing in one kernel
-    (`route`; `route_kernel=False`: torch's kernels, as `fused_moe`'s)."""
+                         topk_ids: torch.Tensor, *, tile_n: Optional[int] = None,
+                         route_kernel: bool = True) -> torch.Tensor:
+    """`fused_moe`'s one-kernel form, with its choices open: the tile width `tile_n` (64,
+    128 or 256, both GEMMs; by default `megakernel_tile_n`'s) and the routing in one kernel
+    (`route`; `route_kernel=False`: torch's kernels, as `fused_moe_pair`'s). w1 and w2
+    contiguous."""
+    _check(x, w1, w2, topk_weights, topk_ids)
+    for name, w in (("w1", w1), ("w2", w2)):
+        if not w.is_contiguous():
+            fail(f"{name} has strides {w.stride()}; the one-kernel layer reads contiguous weights", param=name,
+                 hint="call gcdsl.ops.fused_moe, which takes fused_moe_pair for such weights")
+    if tile_n not in (None, 64, 128, 256):
+        fail(f"tile_n = {tile_n}; the kernel's tiles are 64, 128 or 256 wide", param="tile_n")
+    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel)
+
+
+def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
+    """The one kernel's tile width: 256 (W8: the fastest at every shape and T measured but
+    one), unless the gate-up tiles it would make, at most, would not fill half of the
+    `sms` SMs (Qwen3's experts at one token: 48 tiles of 256 against 96 of 128), or I
+    does not split into 128-wide SwiGLU halves."""
+    if inter % 128:
+        return 128
+    return 256 if min(experts, slots) * (2 * inter // 256) * 2 >= sms else 128
+
+
+def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
+                route_kernel: bool = True) -> torch.Tensor:
+    """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
+    gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
+    expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`."""
     import cutlass
 
     from .hopper_grouped_gemm.experts import MoeExperts
 
-    _check(x, w1, w2, topk_weights, topk_ids)
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
     if route_kernel:
         order, token, offs = route(topk_ids, experts)
@@ -122,9 +164,10 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
         token = order // topk_ids.shape[1]
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
-    act = torch.empty(total, inter, dtype=x.dtype, device=x.device)  # the kernel's scratch
-    y = torch.empty(total, hidden, dtype=x.dtype, device=x.device)
+    act, y = _scratch(total, inter, x), _scratch(total, hidden, x)
     if total:
+        if tile_n is None:
+            tile_n = megakernel_tile_n(experts, inter, total, _ctas_at_once(index))
         ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
         gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, index),
                                   lambda: MoeExperts(ab, experts, hidden, inter, tile_n), index)
@@ -135,6 +178,12 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
         _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
                    w2.data_ptr(), y.data_ptr() - total * hidden * size, offs.data_ptr(), done.data_ptr(), total, ctas)
     return combine(y, order, topk_weights)
+
+
+def _scratch(rows: int, columns: int, x: torch.Tensor) -> torch.Tensor:
+    """The kernel's intermediate (rows, I) and output (rows, H), each element written
+    before it is read (the tests fill them with NaN to show that)."""
+    return torch.empty(rows, columns, dtype=x.dtype, device=x.device)
 
 
 # The layer's own kernels, compiled through TVM-FFI (called with plain ints) once per key.
