@@ -294,10 +294,10 @@ def test_down_tiles_wait_for_every_gate_up_tile_of_their_expert():
 def test_fused_moe_takes_the_pair_for_weights_that_are_not_contiguous():
     experts, hidden, inter, tokens, k = 8, 256, 128, 40, 2
     w1, w2 = _weights(experts, hidden, inter)
-    w1_t = w1.transpose(1, 2).contiguous().transpose(1, 2)  # the same values, H-major
+    w2_t = w2.transpose(1, 2).contiguous().transpose(1, 2)  # the same values, stored (E, I, H)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random")
-    _check_close(gcdsl.ops.fused_moe(x, w1_t, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+    _check_close(gcdsl.ops.fused_moe(x, w1, w2_t, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu
