@@ -263,10 +263,12 @@ def test_cases_pingpong_schedule(case, la, lb, tile_n):
                                           ("2d2d", "col", "row"), ("3d3d", "row", "col")])
 def test_cases_64_wide_tiles(case, la, lb, schedule):
     """Tiles 64 columns wide (two output sub-tiles, the epilogue's buffers cut to two), on every
-    case, with the edge rows of ROWS and an N that ends inside a tile; in pairs too."""
+    case, with the edge rows of ROWS and an N that ends inside a tile; in pairs too (where
+    N's last tile must hold more than half of B's tile: 296 = 4 x 64 + 40)."""
     a, b, ends = problem(case, la, lb, n=264)
     check(run(a, b, ends, tile_n=64, schedule=schedule), a, b, ends)
     if schedule == "cooperative" and case == "2d3d":
+        a, b, ends = problem(case, la, lb, n=296)
         check(run(a, b, ends, tile_n=64, cluster_m=2), a, b, ends)
 
 

@@ -258,6 +258,29 @@ def test_shared_memory_keeps_four_stages_up_to_256_groups():
     assert str(info.value).count(";") == 4
 
 
+def test_a_cluster_size_the_plan_lacks_is_an_error_at_the_callers_line():
+    """`grouped_mm_into(..., cluster_m=2)` where pairs cannot be built: the configuration's
+    reason, naming cluster_m, at this line."""
+    import types
+
+    import cutlass
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    def plan(**options):
+        config = hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, options.pop("n", 264), 64, 64, **options)
+        return types.SimpleNamespace(configs={1: config}, kernels={1: "the kernel"})
+
+    assert gm._Plan.kernel(plan(), 1) == "the kernel"
+    with pytest.raises(GcdslError) as ragged_n:
+        gm._Plan.kernel(plan(), 2)  # 264 mod 64 = 8
+    with pytest.raises(GcdslError) as swiglu:
+        gm._Plan.kernel(plan(n=256, activation="swiglu"), 2)
+    for info in (ragged_n, swiglu):
+        assert info.value.param == "cluster_m" and info.value.location.filename == __file__
+    assert "cluster_m = 2: pairs need N mod 64 to be 0 or above 32; N = 264" in ragged_n.value.message
+    assert "cluster_m = 2: SwiGLU is built for ragged M, B K-major, no pairs" in swiglu.value.message
+
+
 # ---- input checks: the error names the caller's line -------------------------------------
 def _inputs(g=4, m=64, n=256, k=128, dtype=torch.bfloat16):
     a = torch.zeros(m, k, dtype=dtype)

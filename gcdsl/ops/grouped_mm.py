@@ -490,9 +490,16 @@ class _Plan:
             self.max_clusters[cluster_m] = _max_active_clusters(device.index or 0, cluster_m)
 
     def kernel(self, cluster_m: int) -> Any:
-        """The compiled kernel of `cluster_m` CTAs per cluster; a size it lacks says why."""
+        """The compiled kernel of `cluster_m` CTAs per cluster; a size it lacks is a gcdsl
+        error at the caller's line that says why."""
         if cluster_m not in self.kernels:
-            dataclasses.replace(self.configs[1], cluster_m=cluster_m)  # raises the configuration's reason
+            try:
+                dataclasses.replace(self.configs[1], cluster_m=cluster_m)
+                why = "this product is not built in clusters of that size"
+            except ValueError as exc:  # the configuration's own reason
+                why = str(exc).split(": ", 1)[-1]
+            fail(f"cluster_m = {cluster_m}: {why}", param="cluster_m",
+                 hint="leave cluster_m to the heuristic (None), or pass 1")
         return self.kernels[cluster_m]
 
 
