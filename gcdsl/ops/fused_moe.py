@@ -138,10 +138,12 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
 
 
 def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
-    """The one kernel's tile width: 256 (W8: the fastest at every shape and T measured but
-    one), unless the gate-up tiles it would make, at most, would not fill half of the
-    `sms` SMs (Qwen3's experts at one token: 48 tiles of 256 against 96 of 128), or I
-    does not split into 128-wide SwiGLU halves."""
+    """The one kernel's tile width: 256, the fastest width in W8 or within its run-to-run
+    spread of the fastest wherever there are tiles for every SM; 128 where 256-wide
+    gate-up tiles would not fill half of the `sms` SMs, for more CTAs streaming weights
+    (Qwen3's experts at one token: 48 tiles of 256 against 96 of 128, where W8 has seen
+    either width ahead by 10-15% from one run to the next), or where I does not split
+    into 128-wide SwiGLU halves."""
     if inter % 128:
         return 128
     return 256 if min(experts, slots) * (2 * inter // 256) * 2 >= sms else 128
