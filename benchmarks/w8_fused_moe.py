@@ -63,12 +63,13 @@ from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable o
 TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
-# `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>") and
-# with torch's routing kernels, and its two-GEMM form with one of its GEMMs forced to each
-# configuration the grouped GEMM has ("pair up <schedule> <tile_n>" the SwiGLU gate-up
-# GEMM, "pair down ..." the down GEMM; `gcdsl.ops.grouped_mm.forcing`), graph replays
-# only: the data for their rules.
-FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel torch route")
+# `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
+# its down tiles in K splits ("one kernel split <n>") and with torch's routing kernels; and
+# its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
+# has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
+# GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
+FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
+           "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -105,9 +106,10 @@ def layer(variant: str) -> Callable:
         return gcdsl.ops.fused_moe
     if variant == "pair":
         return fused_moe_pair
-    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "one kernel torch route"
-        choice = variant.split()[2]
-        options = {"route_kernel": False} if choice == "torch" else {"tile_n": int(choice)}
+    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "one kernel split <K splits>", "... torch route"
+        choice = variant.split()[2:]
+        options = ({"route_kernel": False} if choice[0] == "torch" else {"split_k": int(choice[1])}
+                   if choice[0] == "split" else {"tile_n": int(choice[0])})
         return lambda *args: fused_moe_megakernel(*args, **options)
     if variant in FORCED:  # "pair <gemm> <schedule> <tile_n>"
         from gcdsl.ops.grouped_mm import forcing

@@ -77,6 +77,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_down_loads_on_the_gate_up_tiles": ("sB, tile_end_down, row_end,", "sB, tile_end_up, row_end,"),
     "experts_down_one_gate_up_tile_early": ("target = (rows + rows_per_step - 1) // rows_per_step * tiles\n",
                                             "target = (rows + rows_per_step - 1) // rows_per_step * tiles - 1\n"),
+    # K splits: each range one k-tile longer (the next range's first counted twice)
+    "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
+                         "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -86,6 +89,7 @@ FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovide
 FOCUS: Dict[str, str] = {
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
+    "experts_k_splits_overlap": "k_splits",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_b_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",

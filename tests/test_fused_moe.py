@@ -82,7 +82,8 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
     assert offs.tolist() == [2, 4, 5, 8, 8]
 
 
-@pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12)])
+@pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
+                                           ("moe_experts_e8_h4096_i14336_t256_split4", 16)])
 def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
     """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
@@ -107,6 +108,18 @@ def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(exp
                      r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
     assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
+
+
+def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_kernels):
+    """With K splits the down tiles' sub-tiles (8 of 32 fp32 columns, a 256-wide tile) go out
+    as TMA reduce-adds into the output, the gate-up tiles' (4: SwiGLU halves the tile) as
+    plain stores; and the K ranges cost no division (the split count is a constant)."""
+    text = experts_kernels.ptx("moe_experts_e8_h4096_i14336_t256_split4")
+    assert re.findall(r"cp\.reduce\.async\.bulk\.tensor\.\w+\.global\.shared::cta\.add\.tile\.bulk_group", text) == [
+        "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"] * 8
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", text)) == 4
+    plain = experts_kernels.ptx("moe_experts_e128_h2048_i768")
+    assert text.count("div.s32") + text.count("rem.s32") == plain.count("div.s32") + plain.count("rem.s32")
 
 
 def _layer(experts=8, hidden=128, inter=128, tokens=16, k=2, device="cuda", dtype=torch.bfloat16):
@@ -154,7 +167,8 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
         x, w1, w2, weights, ids = _layer()
         w1_h_major = torch.empty(8, 128, 256, dtype=w1.dtype, device=w1.device).transpose(1, 2)
         calls = {"w1": ((x, w1_h_major, w2, weights, ids), {}),
-                 "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192})}
+                 "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192}),
+                 "split_k": ((x, w1, w2, weights, ids), {"split_k": 3})}  # I = 128: two k-tiles
         errors = {}
         for param, (args, options) in calls.items():
             with pytest.raises(GcdslError) as info:
@@ -164,6 +178,7 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
         assert err.param == param and err.location.filename == __file__, (param, err)
     assert "contiguous" in errors["w1"].message and "fused_moe_pair" in errors["w1"].hint
     assert "64, 128 or 256" in errors["tile_n"].message
+    assert "split I = 128 into 1 to 2 ranges" in errors["split_k"].message
 
 
 @pytest.mark.parametrize("experts, inter, slots, tile_n", [
@@ -264,15 +279,24 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
+# The one kernel's options, (E, I, k, options): each tile width, and the down tiles in K
+# splits (I = 512: 8 k-tiles, in 3 splits of 2, 3 and 3), their fp32 sums added into
+# zeros. At 300 tokens experts span several M-tiles.
+OPTIONS = {"tile 64": (16, 256, 8, {"tile_n": 64}), "tile 128": (16, 256, 8, {"tile_n": 128}),
+           "tile 256": (16, 256, 8, {"tile_n": 256}), "k_splits 2": (4, 512, 2, {"split_k": 2}),
+           "k_splits 3": (4, 512, 2, {"split_k": 3}), "k_splits 8": (4, 512, 2, {"split_k": 8})}
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("tile_n", [64, 128, 256])
+@pytest.mark.parametrize("option", OPTIONS)
 @pytest.mark.parametrize("tokens", [1, 300])
-def test_one_kernel_at_each_tile_width(tile_n, tokens):
-    experts, hidden, inter, k = 16, 264, 256, 8
+def test_one_kernel_with_each_option(option, tokens):
+    experts, inter, k, options = OPTIONS[option]
+    hidden = 264
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
-    weights, ids = _routing(tokens, experts, k, "random", seed=tile_n)
-    _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n),
+    weights, ids = _routing(tokens, experts, k, "random", seed=len(option))
+    _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, **options),
                  moe_experts_reference(x, w1, w2, weights, ids))
 
 

@@ -253,6 +253,10 @@ def test_shared_memory_keeps_four_stages_up_to_256_groups():
     with pytest.raises(ValueError, match="pairs need N mod 256") as info:  # 264 mod 256 = 8: no half of B left
         hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 8, 264, 64, 256, cluster_m=2)
     assert "Float32" not in str(info.value)  # one reason, the real one
+    with pytest.raises(ValueError, match="K splits are built for ragged M, the cooperative schedule"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 8, 256, 512, 128, schedule="pingpong", split_k=2)
+    with pytest.raises(ValueError, match="split_k = 9 is more than K = 512's 8 k-tiles"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 8, 256, 512, 128, split_k=9)
     with pytest.raises(ValueError) as info:  # every problem at once
         hgg.GemmConfig(cutlass.Float32, cutlass.Int8, 0, 256, 64, 96, cluster_m=4)
     assert str(info.value).count(";") == 4

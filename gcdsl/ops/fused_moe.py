@@ -121,12 +121,14 @@ def route(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Ten
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                         topk_ids: torch.Tensor, *, tile_n: Optional[int] = None,
+                         topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: int = 1,
                          route_kernel: bool = True) -> torch.Tensor:
     """`fused_moe`'s one-kernel form, with its choices open: the tile width `tile_n` (64,
-    128 or 256, both GEMMs; by default `megakernel_tile_n`'s) and the routing in one kernel
-    (`route`; `route_kernel=False`: torch's kernels, as `fused_moe_pair`'s). w1 and w2
-    contiguous."""
+    128 or 256, both GEMMs; by default `megakernel_tile_n`'s), the down tiles' K splits
+    `split_k` (each down tile that many work items over ranges of I, their fp32 sums
+    added in the output: for decode, where the down GEMM has fewer tiles than there
+    are SMs; at most I / 64) and the routing in one kernel (`route`; `route_kernel=False`:
+    torch's kernels, as `fused_moe_pair`'s). w1 and w2 contiguous."""
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
         if not w.is_contiguous():
@@ -134,7 +136,10 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
                  hint="call gcdsl.ops.fused_moe, which takes fused_moe_pair for such weights")
     if tile_n not in (None, 64, 128, 256):
         fail(f"tile_n = {tile_n}; the kernel's tiles are 64, 128 or 256 wide", param="tile_n")
-    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel)
+    if not isinstance(split_k, int) or not 1 <= split_k <= w2.shape[2] // 64:
+        fail(f"split_k = {split_k!r}; the down tiles split I = {w2.shape[2]} into 1 to {w2.shape[2] // 64} ranges "
+             "of 64-column k-tiles", param="split_k")
+    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k)
 
 
 def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
@@ -150,7 +155,7 @@ def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
 
 
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
-                route_kernel: bool = True) -> torch.Tensor:
+                route_kernel: bool = True, split_k: int = 1) -> torch.Tensor:
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
     expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`."""
@@ -166,20 +171,23 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
         token = order // topk_ids.shape[1]
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
-    act, y = _scratch(total, inter, x), _scratch(total, hidden, x)
+    act = _scratch(total, inter, x)
+    # the down tiles' output: with K splits, fp32 sums added into zeros
+    y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
     if total:
         if tile_n is None:
             tile_n = megakernel_tile_n(experts, inter, total, _ctas_at_once(index))
         ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
-        gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, index),
-                                  lambda: MoeExperts(ab, experts, hidden, inter, tile_n), index)
+        gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, index),
+                                  lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k), index)
         done = torch.zeros(experts, dtype=torch.int32, device=x.device)  # stored gate-up tiles per expert
         # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
         ctas = max(1, min(gemms.tile_bound(total), _ctas_at_once(index)))
         # (the ragged store descriptors' bases lie M rows before each output)
         _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
-                   w2.data_ptr(), y.data_ptr() - total * hidden * size, offs.data_ptr(), done.data_ptr(), total, ctas)
-    return combine(y, order, topk_weights)
+                   w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
+                   total, ctas)
+    return combine(y, order, topk_weights).to(x.dtype)
 
 
 def _scratch(rows: int, columns: int, x: torch.Tensor) -> torch.Tensor:

@@ -147,6 +147,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
         self.lane_groups = groups_per_lane(self.table_groups)
         self.swiglu = config.activation == "swiglu"
+        self.split_k = config.split_k
         self.out_tile_n = config.out_tile_n
         self.epi_stages = config.epi_stages
         self.epi_buffers = self.epi_stages * (2 if self.pingpong else 1)
@@ -241,9 +242,10 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
         )
-        tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile
-        )
+        # K splits add their products into the output (zeroed by the host) rather than store them
+        c_op = (cpasync.CopyReduceBulkTensorTileS2GOp(cute.ReductionKind.ADD) if self.split_k > 1
+                else cpasync.CopyBulkTensorTileS2GOp())
+        tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(c_op, c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile)
         return tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c
 
     @cute.jit

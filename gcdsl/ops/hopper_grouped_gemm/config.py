@@ -87,6 +87,10 @@ class GemmConfig:
     m: int = 0  # M when K is ragged (then M is fixed and K the runtime extent)
     schedule: str = "cooperative"
     activation: str = "none"
+    # K cut into this many ranges of k-tiles, a tile each, their products added into the
+    # output by TMA reduce-add stores (the output zeroed first): more CTAs streaming B
+    # where a few groups make few tiles (an expert layer's down GEMM at decode).
+    split_k: int = 1
 
     @property
     def tile_m(self) -> int:
@@ -146,6 +150,13 @@ class GemmConfig:
             if self.n % self.tile_n:
                 problems.append(f"SwiGLU reads a tile's gate and up halves from B's two halves: N / 2 = "
                                 f"{self.n // 2} must be a multiple of tile_n / 2 = {self.tile_n // 2}")
+        if self.split_k < 1:
+            problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
+        elif self.split_k > 1:
+            if (self.ragged, self.schedule, self.cluster_m, self.activation) != ("m", "cooperative", 1, "none"):
+                problems.append("K splits are built for ragged M, the cooperative schedule, no pairs, no activation")
+            if self.split_k > -(-self.k // TILE_K):
+                problems.append(f"split_k = {self.split_k} is more than K = {self.k}'s {-(-self.k // TILE_K)} k-tiles")
         if self.c_dtype in C_DTYPES and (self.out_tile_n // EPI_TILE[1]) % self.epi_stages:
             problems.append(f"a tile's {self.out_tile_n // EPI_TILE[1]} output sub-tiles do not cycle through "
                             f"{self.epi_stages} buffers")

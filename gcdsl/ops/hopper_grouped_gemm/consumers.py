@@ -43,12 +43,12 @@ class Consumers:
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         tile = cluster_idx
         group = cutlass.Int32(0)
-        while tile < total_tiles:
-            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+        while tile < self.work_items(total_tiles):
+            scheduled, _, k_tiles = self.split_of(tile)
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
             m_tile = m_step * cluster_m + rank  # past the group's rows for the second CTA
             # of a pair on an odd last M-tile: it only keeps the pipeline moving
             rows_here = rows - m_tile * tile_m - half * 64
-            k_tiles = self.k_tiles
             if cutlass.const_expr(self.ragged == "k"):
                 k_tiles = (length + tile_k - 1) // tile_k
                 # A group without K stores zeros (the weight gradient of an expert no

@@ -48,7 +48,10 @@ from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PRODUCER_REGS, SCH
 class MoeExperts:
     """The two GEMMs of an expert layer (see the module docstring) for E experts, hidden
     size H and intermediate size I, in 16-bit type `ab_dtype`, tiles 128 x `tile_n`
-    (cooperative schedule).
+    (cooperative schedule). With `split_k` > 1 each down tile is that many work items,
+    each over its range of I, adding its fp32 product into `y` (fp32, zeroed before the
+    launch) by TMA reduce-add stores: more CTAs streaming w2 where the down GEMM has
+    few tiles (decode).
 
     `__call__` is the host function to `cute.compile`:
         (xs, w1, act_store, act, w2, y_store, offs, done, total, num_ctas, stream)
@@ -56,10 +59,13 @@ class MoeExperts:
     `y` moved back by M rows (the base of the grouped GEMM's ragged store descriptor).
     """
 
-    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128) -> None:
+    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128,
+                 split_k: int = 1) -> None:
         up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
-        down = GemmConfig(ab_dtype, ab_dtype, experts, hidden, inter, tile_n)
-        self.experts, self.tile_n = experts, tile_n
+        # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
+        down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
+                          split_k=split_k)
+        self.experts, self.tile_n, self.split_k = experts, tile_n, split_k
         self.table = 32 * groups_per_lane(experts)
         # mbarriers, two tile tables (one per GEMM) and the shared row table
         self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1)) // HEADER_ALIGN) * HEADER_ALIGN
@@ -78,7 +84,7 @@ class MoeExperts:
         """The most tiles either GEMM can have over `total` rows, whatever `offs` holds."""
         tile_m = self.up.tile_m
         m_steps = (total + min(self.experts, total) * (tile_m - 1)) // tile_m
-        return m_steps * max(self.up.n_tiles, self.down.n_tiles)
+        return m_steps * max(self.up.n_tiles, self.down.n_tiles * self.split_k)
 
     def trace_args(self) -> Tuple:
         """Arguments to compile `__call__` with: their types are what matters (see
@@ -87,7 +93,8 @@ class MoeExperts:
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
         ab = self.up.ab_dtype
-        return (ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(cutlass.Int32, 4), ptr(cutlass.Int32, 4),
+        return (ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(self.down.c_dtype), ptr(cutlass.Int32, 4),
+                ptr(cutlass.Int32, 4),
                 cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
 
     @cute.jit
@@ -107,7 +114,9 @@ class MoeExperts:
         tma_a1, mA1, tma_b1, mB1, tma_c1, mC1 = down.tma_atoms(a1, b1, c1, a_smem, b_smem, c_smem_down)
 
         table = self.table
-        epi_elements = max(cute.cosize(c_smem_up), cute.cosize(c_smem_down))
+        # one sub-tile area in the gate-up GEMM's output type, as many bytes as either GEMM's buffers
+        epi_elements = max(cute.cosize(c_smem_up),
+                           cute.cosize(c_smem_down) * self.down.c_dtype.width // self.up.c_dtype.width)
 
         @cute.struct
         class SharedStorage:
@@ -161,7 +170,11 @@ class MoeExperts:
         sA = storage.sA.get_tensor(a_smem.outer, swizzle=a_smem.inner)
         sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         sC_up = storage.sC.get_tensor(c_smem_up.outer, swizzle=c_smem_up.inner)
-        sC_down = storage.sC.get_tensor(c_smem_down.outer, swizzle=c_smem_down.inner)
+        if cutlass.const_expr(self.down.c_dtype == self.up.c_dtype):
+            sC_down = storage.sC.get_tensor(c_smem_down.outer, swizzle=c_smem_down.inner)
+        else:  # the down tiles' fp32 sums (K splits) in the same bytes
+            sC_down = cute.make_tensor(cute.recast_ptr(storage.sC.data_ptr(), c_smem_down.inner,
+                                                       dtype=self.down.c_dtype), c_smem_down.outer)
 
         def b_partitions(tma_b, mB):
             gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))

@@ -38,10 +38,10 @@ class Producer:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tile = cluster_idx
         group = cutlass.Int32(0)
-        while tile < total_tiles:
-            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+        while tile < self.work_items(total_tiles):
+            scheduled, k_first_tile, k_tiles = self.split_of(tile)
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
             m_tile = m_step * cluster_m + rank
-            k_tiles = self.k_tiles
             if cutlass.const_expr(self.ragged == "m"):
                 # A rows from the group's first row: not a multiple of the tile. A CTA
                 # without rows (second of a pair) loads the group's first tile instead:
@@ -76,12 +76,13 @@ class Producer:
             for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
-                cute.copy(tma_a, tAgA[(None, k)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                kk = self.k_tile(k_first_tile, k)
+                cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 if cutlass.const_expr(cluster_m > 1):
-                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
                               mcast_mask=both_ctas)
                 else:
-                    cute.copy(tma_b, tBgB_tile[(None, k)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full)
                 state.advance()
             tile += num_clusters
         if cutlass.const_expr(finish):

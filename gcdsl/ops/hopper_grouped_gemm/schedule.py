@@ -93,3 +93,23 @@ class Schedule:
         m_steps = (length + rows_per_step - 1) // rows_per_step
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
         return group, local % m_steps, local // m_steps, length, start, length
+
+    def work_items(self, total_tiles):
+        """What the CTAs share out: the schedule's tiles, each `split_k` times over with K splits."""
+        return total_tiles if self.split_k == 1 else total_tiles * self.split_k
+
+    def split_of(self, item) -> Tuple:
+        """(the schedule's tile, its first k-tile, its k-tiles) of work item `item`. A tile's
+        K splits are consecutive items, so that consecutive CTAs read its A rows together;
+        without splits, (item, None, the k-tiles of K)."""
+        if self.split_k == 1:
+            return item, None, self.k_tiles
+        split = item % self.split_k
+        first = split * self.k_tiles // self.split_k
+        return item // self.split_k, first, (split + 1) * self.k_tiles // self.split_k - first
+
+    @staticmethod
+    def k_tile(first, k):
+        """k-tile `k` of a work item's K range (`split_of`)."""
+        return k if first is None else first + k
+
