@@ -97,6 +97,9 @@ def region_w8(results: Results) -> Optional[str]:
                   f"{config.get('calls')} calls. Ratio = peer / fused_moe:", "",
                   md_table(["shape", "tokens", *variants, "bound", "torch / fused_moe", "quack / fused_moe",
                             "HBM fraction"], table), ""]
+    forms = _forms(results)
+    if forms:
+        lines += [forms, ""]
     checks = targets(results)
     missed = [f"{c['what']} {c['value']} (target {c['target']})" for c in checks if not c["met"]]
     lines.append(f"Targets (graph replays): fused_moe at or above 1.50x torch's layer and {pct(HBM_FRACTION)} of the "
@@ -104,6 +107,18 @@ def region_w8(results: Results) -> Optional[str]:
                  f"everywhere; {len(checks) - len(missed)} of {len(checks)} met."
                  + (f" Missed: {listing(missed)}." if missed else ""))
     return "\n".join(lines)
+
+
+def _forms(results: Results) -> Optional[str]:
+    """The switch point between fused_moe's two forms: pair / fused_moe (the one kernel)
+    on graph replays, by token count."""
+    x = ratios(results, "pair")
+    if not x:
+        return None
+    by_tokens = {t: [v for (_, tt), v in x.items() if tt == t] for t in sorted({t for _, t in x})}
+    spans = [f"{span(v, ratio)} at T = {t}" for t, v in by_tokens.items()]
+    return ("The two forms of fused_moe, replayed from CUDA graphs (pair time / one-kernel time; above 1 the one "
+            f"kernel is faster): {listing(spans)}.")
 
 
 def readme_sentences(results: Results) -> List[str]:
