@@ -88,22 +88,21 @@ def fused_moe_pair(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_wei
 
 
 def _pair(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
-    top_k = topk_ids.shape[1]
-    order, offs = route_slots(topk_ids, w1.shape[0])
-    token = order // top_k
+    order, token, offs = route(topk_ids, w1.shape[0], one_kernel=False)
     act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
     y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), slot order
     return combine(y, order, topk_weights)
 
 
-def route(topk_ids: torch.Tensor, experts: int) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def route(topk_ids: torch.Tensor, experts: int,
+          one_kernel: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(order, token, offs): `route_slots`' order and offs, and each sorted slot's token, in
     one kernel up to `route_kernel.MAX_SLOTS` slots (decode; an id outside [0, E) traps in
-    it), by torch's kernels above."""
+    it), by torch's kernels above or with `one_kernel=False`."""
     from .route_kernel import MAX_SLOTS, RouteSlots
 
     flat = topk_ids.reshape(-1)
-    if flat.is_cuda and 0 < flat.numel() <= MAX_SLOTS and experts <= MAX_SLOTS \
+    if one_kernel and flat.is_cuda and 0 < flat.numel() <= MAX_SLOTS and experts <= MAX_SLOTS \
             and flat.dtype in (torch.int32, torch.int64):
         import cutlass
 
@@ -164,11 +163,7 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     from .hopper_grouped_gemm.experts import MoeExperts
 
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
-    if route_kernel:
-        order, token, offs = route(topk_ids, experts)
-    else:
-        order, offs = route_slots(topk_ids, experts)
-        token = order // topk_ids.shape[1]
+    order, token, offs = route(topk_ids, experts, one_kernel=route_kernel)
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
     act = _scratch(total, inter, x)

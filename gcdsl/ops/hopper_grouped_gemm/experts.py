@@ -94,8 +94,7 @@ class MoeExperts:
 
         ab = self.up.ab_dtype
         return (ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(self.down.c_dtype), ptr(cutlass.Int32, 4),
-                ptr(cutlass.Int32, 4),
-                cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
+                ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
 
     @cute.jit
     def __call__(self, xs_ptr: cute.Pointer, w1_ptr: cute.Pointer, act_store_ptr: cute.Pointer,
@@ -190,15 +189,16 @@ class MoeExperts:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
-                                   total, tiles_up, bidx, num_ctas, rank, finish=False)
+                                        total, tiles_up, bidx, num_ctas, rank, finish=False)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
-                             total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles))
+                                  total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles))
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             # No wait at the end of the gate-up tiles (finish=False) before the down tiles'
             # epilogues reuse the sub-tile buffers: each gate-up tile's signal has already
             # waited for all of its stores to be written.
             states = self.up.consume(mainloop, tiled_mma, tma_c0, mC0, total, sA, sB, sC_up, tile_end_up, row_end,
-                                tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False, signal=done)
+                                     tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False,
+                                     signal=done)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
-                         tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states)
+                              tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states)
