@@ -118,6 +118,10 @@ def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_ke
     assert re.findall(r"cp\.reduce\.async\.bulk\.tensor\.\w+\.global\.shared::cta\.add\.tile\.bulk_group", text) == [
         "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group"] * 8
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", text)) == 4
+    # The reduce-add copy elects its lane itself: a second elect around it (as around a
+    # plain store) would have one lane wait for the whole warp, and the kernel hang.
+    for barrier_to_store in re.findall(r"bar\.sync[^;]*;(?:(?!bar\.sync).)*?cp\.reduce\.async", text, re.S):
+        assert barrier_to_store.count("elect.sync") == 1, "one elect.sync between the barrier and a reduce-add store"
     plain = experts_kernels.ptx("moe_experts_e128_h2048_i768")
     assert text.count("div.s32") + text.count("rem.s32") == plain.count("div.s32") + plain.count("rem.s32")
 

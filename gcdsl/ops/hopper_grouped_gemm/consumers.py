@@ -66,8 +66,11 @@ class Consumers:
 
         if cutlass.const_expr(finish):
             if warp == FIRST_CONSUMER_WARP:
-                with cute.arch.elect_one():
-                    cute.arch.cp_async_bulk_wait_group(0, read=True)
+                if cutlass.const_expr(self.split_k > 1):
+                    cute.arch.cp_async_bulk_wait_group(0, read=True)  # every lane (see `store_tile`)
+                else:
+                    with cute.arch.elect_one():
+                        cute.arch.cp_async_bulk_wait_group(0, read=True)
         return read, release
 
     @cute.jit

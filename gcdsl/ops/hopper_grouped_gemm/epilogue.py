@@ -98,11 +98,20 @@ class Epilogue:
             cute.arch.fence_proxy("async.shared", space="cta")
             epilogue_barrier.arrive_and_wait()
             if warp == store_warp:
-                with cute.arch.elect_one():
+                if cutlass.const_expr(self.split_k > 1):
+                    # A reduce-add copy elects its issuing lane itself (`elect.sync` over the
+                    # whole warp: inside an elected lane it would wait for the other 31
+                    # forever). Every lane commits and waits: the issuing lane's group is
+                    # the one that counts, the others' are empty.
                     cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
                     cute.arch.cp_async_bulk_commit_group()
-                    # the store issued epi_stages sub-tiles ago has read its buffer
                     cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+                else:
+                    with cute.arch.elect_one():
+                        cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
+                        cute.arch.cp_async_bulk_commit_group()
+                        # the store issued epi_stages sub-tiles ago has read its buffer
+                        cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
             epilogue_barrier.arrive_and_wait()  # nobody refills a buffer still being read
         if cutlass.const_expr(signal is not None):
             if warp == store_warp:
