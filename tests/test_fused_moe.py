@@ -16,7 +16,8 @@ import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
 from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
 from gcdsl.ops.fused_moe import (  # noqa: E402
-    _check_ids, combine, fused_moe_megakernel, fused_moe_pair, megakernel_tile_n, route_slots,
+    _check_ids, combine, fused_moe_megakernel, fused_moe_pair, megakernel_split_k, megakernel_tile_n,
+    route_slots,
 )
 
 
@@ -194,6 +195,18 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
 ])
 def test_the_one_kernels_tile_width_rule(experts, inter, slots, tile_n):
     assert megakernel_tile_n(experts, inter, slots, sms=132) == tile_n
+
+
+@pytest.mark.parametrize("experts, hidden, inter, slots, tile_n, split_k", [
+    (8, 4096, 14336, 2, 256, 4),    # Mixtral at one token: 32 down tiles for 132 SMs
+    (8, 4096, 14336, 16, 256, 1),   # at eight: 128
+    (8, 4096, 2048, 2, 256, 1),     # I too short for 32 k-tiles a split
+    (128, 2048, 768, 8, 128, 1),    # Qwen3 at one token: 128 tiles, I = 768
+    (32, 7168, 2048, 8, 256, 1),    # DeepSeek-V3 at one token: 224 tiles
+    (8, 4096, 4096, 2, 256, 2),     # I = 4096: two splits of 32 k-tiles
+])
+def test_the_one_kernels_k_split_rule(experts, hidden, inter, slots, tile_n, split_k):
+    assert megakernel_split_k(experts, hidden, inter, slots, 132, tile_n) == split_k
 
 
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():

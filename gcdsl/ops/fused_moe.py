@@ -120,13 +120,13 @@ def route(topk_ids: torch.Tensor, experts: int,
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                         topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: int = 1,
+                         topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
                          route_kernel: bool = True) -> torch.Tensor:
     """`fused_moe`'s one-kernel form, with its choices open: the tile width `tile_n` (64,
     128 or 256, both GEMMs; by default `megakernel_tile_n`'s), the down tiles' K splits
     `split_k` (each down tile that many work items over ranges of I, their fp32 sums
     added in the output: for decode, where the down GEMM has fewer tiles than there
-    are SMs; at most I / 64) and the routing in one kernel (`route`; `route_kernel=False`:
+    are SMs; at most I / 64; by default `megakernel_split_k`'s) and the routing in one kernel (`route`; `route_kernel=False`:
     torch's kernels, as `fused_moe_pair`'s). w1 and w2 contiguous."""
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
@@ -135,7 +135,7 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
                  hint="call gcdsl.ops.fused_moe, which takes fused_moe_pair for such weights")
     if tile_n not in (None, 64, 128, 256):
         fail(f"tile_n = {tile_n}; the kernel's tiles are 64, 128 or 256 wide", param="tile_n")
-    if not isinstance(split_k, int) or not 1 <= split_k <= w2.shape[2] // 64:
+    if split_k is not None and (not isinstance(split_k, int) or not 1 <= split_k <= w2.shape[2] // 64):
         fail(f"split_k = {split_k!r}; the down tiles split I = {w2.shape[2]} into 1 to {w2.shape[2] // 64} ranges "
              "of 64-column k-tiles", param="split_k")
     return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k)
@@ -153,8 +153,24 @@ def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
     return 256 if min(experts, slots) * (2 * inter // 256) * 2 >= sms else 128
 
 
+def megakernel_split_k(experts: int, hidden: int, inter: int, slots: int, sms: int, tile_n: int) -> int:
+    """The one kernel's K splits of its down tiles: 1, unless the down GEMM's tiles (at
+    most, over any routing of `slots` slots) would leave three quarters of the `sms` SMs
+    idle and I is long; then 4 (the work items up to the SMs), or fewer so that each
+    split keeps at least 32 k-tiles of I. Mixtral's experts at one token (2 experts x 16
+    tiles of 256 columns, I = 14,336) take 4: W8 measured 1.22x the unsplit kernel
+    there (2 splits: 1.11x). Where the down tiles fill a quarter of the SMs or more, or
+    I is short (Qwen3's at one token: 128 tiles, I = 768, 2 splits 0.93x), W8 saw splits
+    lose or stay within its noise."""
+    m_steps = (slots + min(experts, slots) * 127) // 128
+    tiles = m_steps * -(-hidden // tile_n)
+    if 4 * tiles > sms:
+        return 1
+    return max(1, min(4, inter // 64 // 32))
+
+
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
-                route_kernel: bool = True, split_k: int = 1) -> torch.Tensor:
+                route_kernel: bool = True, split_k: Optional[int] = None) -> torch.Tensor:
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
     expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`."""
@@ -167,11 +183,14 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
     act = _scratch(total, inter, x)
-    # the down tiles' output: with K splits, fp32 sums added into zeros
-    y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
     if total:
         if tile_n is None:
             tile_n = megakernel_tile_n(experts, inter, total, _ctas_at_once(index))
+        if split_k is None:
+            split_k = megakernel_split_k(experts, hidden, inter, total, _ctas_at_once(index), tile_n)
+    # the down tiles' output: with K splits, fp32 sums added into zeros
+    y = _scratch(total, hidden, x) if split_k in (None, 1) else torch.zeros(total, hidden, device=x.device)
+    if total:
         ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
         gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, index),
                                   lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k), index)
