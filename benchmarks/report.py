@@ -8,7 +8,8 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, grid_constant), written by the benchmarks;
+- `results/<workload>.json` (W1 ... W8, grid_constant), written by the benchmarks, and
+  `results/W8_configs.json`, an earlier `w8_fused_moe.py --every-config` run kept beside W8.json;
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
 - the W1/W2 JSON of the commit `reporting.descriptors.PACKING_BASELINE`, read with
   `git show` (the `packing` region keeps its text where git cannot reach it).

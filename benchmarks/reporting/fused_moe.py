@@ -100,6 +100,7 @@ def region_w8(results: Results) -> Optional[str]:
     forms = _forms(results)
     if forms:
         lines += [forms, ""]
+    lines += _one_kernel_configs(results)
     checks = targets(results)
     missed = [f"{c['what']} {c['value']} (target {c['target']})" for c in checks if not c["met"]]
     lines.append(f"Targets (graph replays): fused_moe at or above 1.50x torch's layer and {pct(HBM_FRACTION)} of the "
@@ -119,6 +120,30 @@ def _forms(results: Results) -> Optional[str]:
     spans = [f"{span(v, ratio)} at T = {t}" for t, v in by_tokens.items()]
     return ("The two forms of fused_moe, replayed from CUDA graphs (pair time / one-kernel time; above 1 the one "
             f"kernel is faster): {listing(spans)}.")
+
+
+def _one_kernel_configs(results: Results) -> List[str]:
+    """`--every-config`'s one-kernel rows, from W8.json or else from W8_configs.json (such a
+    run kept beside a later W8.json of the defaults): the default's graph time over each
+    forced configuration's, the data behind `megakernel_tile_n` and `megakernel_split_k`."""
+    source = next((results[name] for name in ("W8", "W8_configs") if name in results
+                   and any(r["variant"].startswith("one kernel ") for r in results[name]["results"])), None)
+    if source is None:
+        return []
+    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
+    forced = list(dict.fromkeys(r["variant"] for r in source["results"] if r["variant"].startswith("one kernel ")))
+    table = []
+    for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"]):
+        default = rows.get((s, t, "fused_moe"))
+        cells = [s, str(t)]
+        for v in forced:
+            r = rows.get((s, t, v))
+            cells.append(ratio(default["us"] / r["us"]) if ok(default) and ok(r) else "-")
+        table.append(cells)
+    commit = source["machine"].get("gcdsl_git", "?")
+    return [f"The one kernel with a configuration forced (`--every-config`, at `{commit}`; fused_moe's time there over "
+            "the forced one's, graph replays; above 1 the forced configuration is faster):", "",
+            md_table(["shape", "tokens", *(v[len("one kernel "):] for v in forced)], table), ""]
 
 
 def readme_sentences(results: Results) -> List[str]:
