@@ -225,6 +225,24 @@ MOE_EXPERTS_CASES.update({  # the routing of a decode step in one kernel
 })
 
 
+def _combine(y_dtype, weight_dtype, out_dtype, hidden, top_k):
+    def build():
+        import cutlass
+        from gcdsl.ops.combine_kernel import WeightedCombine
+
+        kernel = WeightedCombine(getattr(cutlass, y_dtype), getattr(cutlass, weight_dtype), getattr(cutlass, out_dtype),
+                                 hidden, top_k)
+        return kernel, kernel.trace_args()
+
+    return build
+
+
+MOE_EXPERTS_CASES.update({  # the weighted sum of each token's k rows (Qwen3's; Mixtral's fp32 K-split rows)
+    "combine_bf16_h2048_k8": _combine("BFloat16", "Float32", "BFloat16", 2048, 8),
+    "combine_f32_h4096_k2": _combine("Float32", "Float32", "BFloat16", 4096, 2),
+})
+
+
 def _dropin(case):
     """The drop-in kernels of tests/kernels/dropin.py, by case name."""
 

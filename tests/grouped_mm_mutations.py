@@ -1,11 +1,12 @@
-"""Seeded bugs in the grouped GEMM kernel, and the GPU tests that must catch each.
+"""Seeded bugs in the grouped GEMM kernel and the expert layer's other kernels (routing,
+combine), and the GPU tests that must catch each.
 
     python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
 
-Each mutation is one textual edit of the kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-in whichever of its files holds the text, once) in a copy of the tree (the kernel's
+Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
+`route_kernel.py` or `combine_kernel.py`, in whichever file holds the text, once) in a copy of the tree (the kernel's
 source is read from its files, so the copy is what compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
 first failure. A mutation that leaves them green is a hole in the tests: the run
 exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
@@ -23,13 +24,14 @@ import tempfile
 from typing import Dict, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the kernel's package
+KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the grouped GEMM's package
+LAYER_KERNELS = (os.path.join("gcdsl", "ops", "route_kernel.py"), os.path.join("gcdsl", "ops", "combine_kernel.py"))
 
 
 def kernel_files(root: str = ROOT) -> Dict[str, str]:
-    """The kernel's source files under `root`: path: text."""
-    folder = pathlib.Path(root, KERNEL)
-    return {str(path): path.read_text() for path in sorted(folder.glob("*.py"))}
+    """The kernels' source files under `root`: path: text."""
+    paths = sorted(pathlib.Path(root, KERNEL).glob("*.py")) + [pathlib.Path(root, p) for p in LAYER_KERNELS]
+    return {str(path): path.read_text() for path in paths}
 
 
 def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
@@ -80,6 +82,14 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # K splits: each range one k-tile longer (the next range's first counted twice)
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
+    # the combine: the slot's own row, its own weight, every column chunk
+    "combine_reads_the_slot_not_its_row": ("y[(row_of[slot], (None, column))]", "y[(slot, (None, column))]"),
+    "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
+    "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
+    # the routing: a slot's place among its expert's slots
+    "route_leaves_the_counters": ("            zeros[tidx] = cutlass.Int32(0)\n", ""),
+    "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",
+                                          "for before in cutlass.range(tidx + 1, unroll=8):\n                if slot_expert"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -90,6 +100,11 @@ FOCUS: Dict[str, str] = {
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "experts_k_splits_overlap": "k_splits",
+    "combine_reads_the_slot_not_its_row": "combine_kernel_against",
+    "combine_first_slots_weight_for_all": "combine_kernel_against",
+    "combine_last_vector_unwritten": "combine_kernel_against",
+    "route_rank_counts_the_slot_itself": "route_kernel_agrees",
+    "route_leaves_the_counters": "one_kernel and float32",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_b_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
@@ -132,7 +147,7 @@ def run(name: str) -> bool:
             cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
                    sys.executable, "-m", "tests.kernels.grouped_mm_small"]
         elif name in FOCUS:
-            tests = FUSED_MOE_TESTS if name.startswith("experts_") else CASES_TESTS
+            tests = FUSED_MOE_TESTS if name.startswith(("experts_", "combine_", "route_")) else CASES_TESTS
             cmd = [sys.executable, "-m", "pytest", *tests, FOCUS[name]]
         else:
             cmd = [sys.executable, "-m", "pytest", *TESTS]

@@ -28,22 +28,45 @@ def test_route_slots_sorts_slots_by_expert_stably_and_counts_them():
     assert offs.dtype == torch.int32 and offs.tolist() == [2, 4, 5, 8, 8]  # expert 4 has none
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_combine_weighs_each_tokens_slots_from_the_rows_that_hold_them(dtype):
-    """Rows in slot order (as the down GEMM leaves them), every one distinct: each token's
-    sum must read its own k rows, through the inverse of `order`, with its own weights."""
-    g = torch.Generator().manual_seed(0)
-    tokens, k, hidden = 6, 3, 40
+def _combine_case(device, y_dtype, weight_dtype, tokens=6, k=3, hidden=40, seed=0):
+    """Rows in expert order (as the down GEMM leaves them), every one distinct, the weights,
+    `route`'s row of each slot, and the float32 sum each token must get from its own k rows."""
+    from gcdsl.ops.fused_moe import route
+
+    g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, 4, (tokens, k), generator=g)
-    ids[1] = 2  # a token naming one expert k times
-    weights = torch.rand(tokens, k, generator=g)
+    ids[min(1, tokens - 1)] = 2  # a token naming one expert k times
+    weights = torch.rand(tokens, k, generator=g).to(weight_dtype)
+    y = torch.randn(tokens * k, hidden, generator=g).to(y_dtype)
     order, _ = route_slots(ids, experts=4)
-    y = torch.randn(tokens * k, hidden, generator=g).to(dtype)
-    out = combine(y, order, weights)
     slot_row = torch.empty_like(order)
     slot_row[order] = torch.arange(order.numel())
-    ref = torch.stack([sum(weights[t, j] * y[slot_row[t * k + j]].float() for j in range(k)) for t in range(tokens)])
-    assert out.dtype == dtype and out.shape == (tokens, hidden)
+    ref = torch.stack([sum(weights[t, j].float() * y[slot_row[t * k + j]].float() for j in range(k))
+                       for t in range(tokens)])
+    row_of, _, _ = route(ids.to(device), 4)
+    return y.to(device), row_of, weights.to(device), ref.to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_combine_weighs_each_tokens_slots_from_the_rows_that_hold_them(dtype):
+    y, row_of, weights, ref = _combine_case("cpu", dtype, torch.float32)
+    out = combine(y, row_of, weights, torch.bfloat16)
+    assert out.dtype == torch.bfloat16 and out.shape == ref.shape
+    assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("y_dtype, weight_dtype, out_dtype", [
+    (torch.bfloat16, torch.float32, torch.bfloat16), (torch.float16, torch.float16, torch.float16),
+    (torch.float32, torch.float32, torch.bfloat16), (torch.bfloat16, torch.bfloat16, torch.float32)])
+@pytest.mark.parametrize("tokens, k, hidden", [(1, 1, 8), (6, 3, 40), (64, 8, 2048), (300, 2, 1032),
+                                               (129, 8, 7168)])
+def test_combine_kernel_against_float32(y_dtype, weight_dtype, out_dtype, tokens, k, hidden):
+    """The kernel (its result NaN until written): a column past every 1024-column chunk
+    (1032, 40), H below one chunk, k of 1 to 8, every type pair the layer makes."""
+    y, row_of, weights, ref = _combine_case("cuda", y_dtype, weight_dtype, tokens, k, hidden, seed=tokens)
+    out = combine(y, row_of, weights, out_dtype)
+    assert out.dtype == out_dtype and not out.isnan().any()
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
 
 
@@ -68,6 +91,21 @@ def test_route_kernel_is_one_cta_of_counts_in_shared_memory_that_traps_on_a_bad_
     assert "an id below 0" in _format_strings(text) and "an id of E or more" in _format_strings(text)
 
 
+@pytest.mark.parametrize("case, loads, store", [("combine_bf16_h2048_k8", 8, "st.global.v4.b32"),
+                                                ("combine_f32_h4096_k2", 2, "st.global.v2.b32")])
+def test_combine_kernel_reads_each_row_in_16_byte_loads_all_in_flight(experts_kernels, case, loads, store):
+    """A thread: k 16-byte loads of y, all issued before the first sum (no load waits on
+    another), one vector store of the result, k fp32 FMAs a column; no local memory."""
+    from gcdsl import ptx
+
+    text = experts_kernels.ptx(case)
+    ptx.single_entry(text)
+    body = text[text.index("ld.global.v4"):]
+    assert text.count("ld.global.v4.b32") == loads and re.findall(r"st\.global\.v\d\.b32", text) == [store]
+    assert "fma.rn.f32" not in body[:body.rindex("ld.global.v4")], "a sum before the last row's load"
+    assert "ld.local" not in text and "st.local" not in text
+
+
 def _format_strings(text: str) -> str:
     """The printf formats of a PTX module, decoded from their byte arrays."""
     found = re.findall(r"\.global \.align 1 \.b8 \w+\[\d+\] = \{([\d, ]+)\}", text)
@@ -78,9 +116,10 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
     from gcdsl.ops.fused_moe import route
 
     ids = torch.tensor([[3, 0], [0, 3], [1, 1], [3, 2]])
-    order, token, offs = route(ids, experts=5)
-    assert order.tolist() == route_slots(ids, 5)[0].tolist() and token.tolist() == (order // 2).tolist()
-    assert offs.tolist() == [2, 4, 5, 8, 8]
+    row_of, token, offs = route(ids, experts=5)
+    order = route_slots(ids, 5)[0]
+    assert row_of.dtype == torch.int32 and row_of[order].tolist() == list(range(8))
+    assert token.tolist() == (order // 2).tolist() and offs.tolist() == [2, 4, 5, 8, 8]
 
 
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
@@ -262,12 +301,19 @@ LAYERS = {"one_kernel": gcdsl.ops.fused_moe, "pair": fused_moe_pair}
 
 @pytest.fixture(autouse=True)
 def poisoned_scratch(monkeypatch):
-    """The one kernel's intermediate and output rows NaN until it writes them."""
+    """The one kernel's intermediate and output rows, and the combine's result, NaN until
+    a kernel writes them; the one kernel's counters past every wait until zeroed (a down
+    tile would read NaN rows)."""
     import importlib
 
     fm = importlib.import_module("gcdsl.ops.fused_moe")
-    monkeypatch.setattr(fm, "_scratch", lambda rows, columns, x: torch.full(
-        (rows, columns), float("nan"), dtype=x.dtype, device=x.device))
+
+    def poisoned(rows, columns, x, dtype=None):
+        dtype = dtype or x.dtype
+        return torch.full((rows, columns), float("nan") if dtype.is_floating_point else 2**30, dtype=dtype,
+                          device=x.device)
+
+    monkeypatch.setattr(fm, "_scratch", poisoned)
 
 
 @pytest.mark.gpu
@@ -354,10 +400,10 @@ def test_route_kernel_agrees_with_torchs_kernels(tokens, k, experts, id_dtype):
     g = torch.Generator(device="cuda").manual_seed(tokens * k)
     ids = torch.randint(0, experts, (tokens, k), device="cuda", generator=g).to(id_dtype)
     ids[0] = ids[0, 0].item()  # one token naming one expert k times
-    order, token, offs = route(ids, experts)
+    row_of, token, offs = route(ids, experts)
     ref_order, ref_offs = route_slots(ids.long(), experts)
-    assert sorted(order.tolist()) == list(range(tokens * k))  # every slot placed once
-    assert order.tolist() == ref_order.tolist() and token.tolist() == (ref_order // k).tolist()
+    assert sorted(row_of.tolist()) == list(range(tokens * k))  # every slot placed once
+    assert row_of[ref_order].tolist() == list(range(tokens * k)) and token.tolist() == (ref_order // k).tolist()
     assert offs.dtype == torch.int32 and offs.tolist() == ref_offs.tolist()
 
 

@@ -12,17 +12,18 @@ with fp32 accumulation. A token may name an expert twice (each slot counts). The
 each on the device, none reading the routing back on the host (so a call can be
 captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change):
 
-    route     the token slots (t, j) sorted by expert, stably, each slot's token, and
-              the groups' ends `offs`: one CTA of counts in shared memory up to 1024
-              slots (`route_kernel`), torch's sort and a scatter-add above;
-    gather    x's rows in slot order;
+    route     the token slots (t, j) sorted by expert, stably: where each slot lands,
+              each sorted slot's token, and the groups' ends `offs`; one CTA of counts
+              in shared memory up to 1024 slots (`route_kernel`), torch's sort and a
+              scatter-add above;
+    gather    x's rows in expert order;
     experts   both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): the
               gate-up tiles with SwiGLU in their epilogue, silu(gate) * up into a
               (T k, I) scratch, then the down tiles into (T k, H), each down tile
               starting once its expert's gate-up tiles are stored;
-    combine   the slots' rows put back in token order, then each token's k rows weighed
-              and summed by one batched (1 x k) @ (k x H) product: fp32 accumulation,
-              the weights rounded to x's dtype, no atomics (the same sum on every run).
+    combine   each token's k rows weighed and summed in one kernel (`combine_kernel`),
+              reading each row once where it lies: fp32 sums in slot order, no atomics
+              (the same sum on every run).
 
 The one kernel reads contiguous weights; for others `fused_moe_pair` (two grouped GEMMs,
 `grouped_mm_swiglu` then `grouped_mm`) does the work. W8 (`docs/fused_moe.md`) measures
@@ -88,17 +89,19 @@ def fused_moe_pair(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_wei
 
 
 def _pair(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
-    order, token, offs = route(topk_ids, w1.shape[0], one_kernel=False)
+    row_of, token, offs = route(topk_ids, w1.shape[0], one_kernel=False)
     act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
-    y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), slot order
-    return combine(y, order, topk_weights)
+    y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), expert order
+    return combine(y, row_of, topk_weights, x.dtype)
 
 
-def route(topk_ids: torch.Tensor, experts: int,
-          one_kernel: bool = True) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(order, token, offs): `route_slots`' order and offs, and each sorted slot's token, in
-    one kernel up to `route_kernel.MAX_SLOTS` slots (decode; an id outside [0, E) traps in
-    it), by torch's kernels above or with `one_kernel=False`."""
+def route(topk_ids: torch.Tensor, experts: int, one_kernel: bool = True,
+          zeros: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row_of, token, offs): where each slot lands once the slots are sorted as
+    `route_slots` sorts them (int32: row_of[order[p]] = p), the token of each sorted slot,
+    and `route_slots`' offs; in one kernel up to `route_kernel.MAX_SLOTS` slots (decode;
+    an id outside [0, E) traps in it), by torch's kernels above or with `one_kernel=False`.
+    `zeros`, E int32 counters, come back zeroed (by that kernel where it runs)."""
     from .route_kernel import MAX_SLOTS, RouteSlots
 
     flat = topk_ids.reshape(-1)
@@ -107,16 +110,21 @@ def route(topk_ids: torch.Tensor, experts: int,
         import cutlass
 
         flat, index = flat.contiguous(), flat.device.index
-        order = torch.empty(flat.numel(), dtype=torch.int64, device=flat.device)
-        token = torch.empty_like(order)
+        row_of = torch.empty(flat.numel(), dtype=torch.int32, device=flat.device)
+        token = torch.empty(flat.numel(), dtype=torch.int64, device=flat.device)
         offs = torch.empty(experts, dtype=torch.int32, device=flat.device)
+        zeros = torch.empty_like(offs) if zeros is None else zeros
         id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[flat.dtype]
         _, kernel = _compiled(("route", experts, flat.dtype, index), lambda: RouteSlots(experts, id_dtype), index)
-        _on_device(index, kernel, flat.data_ptr(), order.data_ptr(), token.data_ptr(), offs.data_ptr(), flat.numel(),
-                   topk_ids.shape[1])
-        return order, token, offs
+        _on_device(index, kernel, flat.data_ptr(), row_of.data_ptr(), token.data_ptr(), offs.data_ptr(),
+                   zeros.data_ptr(), flat.numel(), topk_ids.shape[1])
+        return row_of, token, offs
+    if zeros is not None:
+        zeros.zero_()
     order, offs = route_slots(topk_ids, experts)
-    return order, order // topk_ids.shape[1], offs
+    row_of = torch.empty(order.numel(), dtype=torch.int32, device=order.device)
+    row_of[order] = torch.arange(order.numel(), dtype=torch.int32, device=order.device)
+    return row_of, order // topk_ids.shape[1], offs
 
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
@@ -179,7 +187,8 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     from .hopper_grouped_gemm.experts import MoeExperts
 
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
-    order, token, offs = route(topk_ids, experts, one_kernel=route_kernel)
+    done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
+    row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done)
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
     act = _scratch(total, inter, x)
@@ -194,20 +203,21 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
         ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
         gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, index),
                                   lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k), index)
-        done = torch.zeros(experts, dtype=torch.int32, device=x.device)  # stored gate-up tiles per expert
         # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
         ctas = max(1, min(gemms.tile_bound(total), _ctas_at_once(index)))
         # (the ragged store descriptors' bases lie M rows before each output)
         _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
                    w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
                    total, ctas)
-    return combine(y, order, topk_weights).to(x.dtype)
+    return combine(y, row_of, topk_weights, x.dtype)
 
 
-def _scratch(rows: int, columns: int, x: torch.Tensor) -> torch.Tensor:
-    """The kernel's intermediate (rows, I) and output (rows, H), each element written
-    before it is read (the tests fill them with NaN to show that)."""
-    return torch.empty(rows, columns, dtype=x.dtype, device=x.device)
+def _scratch(rows: int, columns: int, x: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """A kernel's output of (rows, columns) in `dtype` (x's by default) on x's device: the
+    expert kernel's intermediate and rows and its counters, the combine's result, each
+    element written before it is read (the tests fill them with NaN, the counters with a
+    count past any wait, to show that)."""
+    return torch.empty(rows, columns, dtype=dtype or x.dtype, device=x.device)
 
 
 # The layer's own kernels, compiled through TVM-FFI (called with plain ints) once per key.
@@ -246,14 +256,30 @@ def _ctas_at_once(index: int) -> int:
     return _max_active_clusters(index, 1)
 
 
-def combine(y: torch.Tensor, order: torch.Tensor, topk_weights: torch.Tensor) -> torch.Tensor:
-    """(T, H) in y's dtype: out[t] = sum_j topk_weights[t, j] * y[i] for the row i that holds
-    slot t k + j (`order[i] = t k + j`). Three kernels and one pass over y's rows each way:
-    the rows scattered to token order, the weights converted, one batched product."""
+def combine(y: torch.Tensor, row_of: torch.Tensor, topk_weights: torch.Tensor,
+            out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """(T, H) in `out_dtype` (y's by default): out[t] = sum_j topk_weights[t, j] * y[row_of[t k + j]],
+    summed in fp32 in slot order. On the GPU one kernel (`combine_kernel`, 32-bit offsets:
+    y under 2^31 elements) reads each row of y once; elsewhere torch's gather and sum."""
+    from .combine_kernel import WeightedCombine
+
     tokens, top_k = topk_weights.shape
-    by_token = torch.empty_like(y)
-    by_token[order] = y
-    return torch.bmm(topk_weights.to(y.dtype).unsqueeze(1), by_token.view(tokens, top_k, -1)).squeeze(1)
+    hidden, out_dtype = y.shape[1], out_dtype or y.dtype
+    if not (y.is_cuda and tokens and y.is_contiguous() and y.data_ptr() % 16 == 0 and y.numel() < 2**31):
+        by_token = y[row_of.long()].view(tokens, top_k, hidden).float()
+        return (topk_weights.float().unsqueeze(-1) * by_token).sum(1).to(out_dtype)
+    import cutlass
+
+    types = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
+    weights = topk_weights if topk_weights.dtype in types else topk_weights.float()
+    weights, row_of = weights.contiguous(), row_of.to(torch.int32).contiguous()
+    out = _scratch(tokens, hidden, y, out_dtype)
+    index = y.device.index
+    _, kernel = _compiled(("combine", y.dtype, weights.dtype, out_dtype, hidden, top_k, index),
+                          lambda: WeightedCombine(types[y.dtype], types[weights.dtype], types[out_dtype], hidden, top_k),
+                          index)
+    _on_device(index, kernel, y.data_ptr(), row_of.data_ptr(), weights.data_ptr(), out.data_ptr(), tokens)
+    return out
 
 
 @_fused_moe_op.register_fake

@@ -2,9 +2,12 @@
 
 Given the router's `topk_ids` (T, k), flattened to the T k slots, one CTA writes
 
-    order[p]  the slot at position p once the slots are sorted by expert, stably
-    token[p]  that slot's token, order[p] // k
+    row_of[s] the position of slot s once the slots are sorted by expert, stably: the
+              row of the grouped GEMMs' operands that holds it
+    token[p]  the token of the slot at position p
     offs[e]   the cumulative slot count of experts 0 .. e (the grouped GEMMs' group ends)
+    zeros[e]  0: the expert kernel's per-expert counters, cleared here rather than by a
+              launch of their own
 
 and traps, with a message, on an id outside [0, E). One thread a slot: up to MAX_SLOTS
 slots (T k <= 1024: decode), where six of torch's kernels (a sort, two fills, a
@@ -33,8 +36,9 @@ class RouteSlots:
     """The kernel for E experts and ids of `id_dtype` (cutlass.Int32 or Int64).
 
     `__call__` is the host function to `cute.compile`:
-        (ids, order, token, offs, slots, top_k, stream)
-    `ids` the (T k,) ids, `order` and `token` (T k,) Int64 outputs, `offs` (E,) Int32."""
+        (ids, row_of, token, offs, zeros, slots, top_k, stream)
+    `ids` the (T k,) ids; outputs `row_of` (T k,) Int32, `token` (T k,) Int64, `offs` and
+    `zeros` (E,) Int32."""
 
     def __init__(self, experts: int, id_dtype) -> None:
         if not 1 <= experts <= MAX_SLOTS:
@@ -45,16 +49,19 @@ class RouteSlots:
         def ptr(dtype):
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=dtype.width // 8)
 
-        return (ptr(self.id_dtype), ptr(cutlass.Int64), ptr(cutlass.Int64), ptr(cutlass.Int32), cutlass.Int32(1),
+        return (ptr(self.id_dtype), ptr(cutlass.Int32), ptr(cutlass.Int64), ptr(cutlass.Int32), ptr(cutlass.Int32),
+                cutlass.Int32(1),
                 cutlass.Int32(1), cute.runtime.make_fake_stream())
 
     @cute.jit
-    def __call__(self, ids_ptr: cute.Pointer, order_ptr: cute.Pointer, token_ptr: cute.Pointer,
-                 offs_ptr: cute.Pointer, slots: cutlass.Int32, top_k: cutlass.Int32, stream: cuda.CUstream):
+    def __call__(self, ids_ptr: cute.Pointer, row_ptr: cute.Pointer, token_ptr: cute.Pointer,
+                 offs_ptr: cute.Pointer, zeros_ptr: cute.Pointer, slots: cutlass.Int32, top_k: cutlass.Int32,
+                 stream: cuda.CUstream):
         ids = cute.make_tensor(ids_ptr, cute.make_layout(slots))
-        order = cute.make_tensor(order_ptr, cute.make_layout(slots))
+        row_of = cute.make_tensor(row_ptr, cute.make_layout(slots))
         token = cute.make_tensor(token_ptr, cute.make_layout(slots))
         offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
+        zeros = cute.make_tensor(zeros_ptr, cute.make_layout(self.experts))
 
         @cute.struct
         class SharedStorage:
@@ -63,12 +70,12 @@ class RouteSlots:
             slot_expert: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
 
         self.shared_storage = SharedStorage
-        self.kernel(ids, order, token, offs, slots, top_k).launch(
+        self.kernel(ids, row_of, token, offs, zeros, slots, top_k).launch(
             grid=(1, 1, 1), block=(MAX_SLOTS, 1, 1), stream=stream)
 
     @gcdsl.kernel
-    def kernel(self, ids: cute.Tensor, order: cute.Tensor, token: cute.Tensor, offs: cute.Tensor,
-               slots: cutlass.Int32, top_k: cutlass.Int32):
+    def kernel(self, ids: cute.Tensor, row_of: cute.Tensor, token: cute.Tensor, offs: cute.Tensor,
+               zeros: cute.Tensor, slots: cutlass.Int32, top_k: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         experts = self.experts
         storage = SmemAllocator().allocate(self.shared_storage)
@@ -78,6 +85,7 @@ class RouteSlots:
 
         if tidx < experts:
             counts[tidx] = cutlass.Int32(0)
+            zeros[tidx] = cutlass.Int32(0)
         expert = cutlass.Int32(0)
         if tidx < slots:
             wide = cutlass.Int64(ids[tidx])  # checked before it is narrowed
@@ -102,5 +110,5 @@ class RouteSlots:
                 if slot_expert[before] == expert:
                     rank += 1
             place = starts[expert] + rank
-            order[place] = cutlass.Int64(tidx)
+            row_of[tidx] = place
             token[place] = cutlass.Int64(tidx // top_k)
