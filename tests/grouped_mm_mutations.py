@@ -86,7 +86,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "combine_reads_the_slot_not_its_row": ("y[(row_of[slot], (None, column))]", "y[(slot, (None, column))]"),
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
-    # the routing: a slot's place among its expert's slots
+    # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
     "route_leaves_the_counters": ("            zeros[tidx] = cutlass.Int32(0)\n", ""),
     "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",
                                           "for before in cutlass.range(tidx + 1, unroll=8):\n                if slot_expert"),

@@ -134,8 +134,9 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
     128 or 256, both GEMMs; by default `megakernel_tile_n`'s), the down tiles' K splits
     `split_k` (each down tile that many work items over ranges of I, their fp32 sums
     added in the output: for decode, where the down GEMM has fewer tiles than there
-    are SMs; at most I / 64; by default `megakernel_split_k`'s) and the routing in one kernel (`route`; `route_kernel=False`:
-    torch's kernels, as `fused_moe_pair`'s). w1 and w2 contiguous."""
+    are SMs; at most I / 64; by default `megakernel_split_k`'s) and the routing in one
+    kernel (`route`; `route_kernel=False`: torch's kernels, as `fused_moe_pair`'s). w1
+    and w2 contiguous."""
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
         if not w.is_contiguous():
@@ -275,9 +276,9 @@ def combine(y: torch.Tensor, row_of: torch.Tensor, topk_weights: torch.Tensor,
     weights, row_of = weights.contiguous(), row_of.to(torch.int32).contiguous()
     out = _scratch(tokens, hidden, y, out_dtype)
     index = y.device.index
-    _, kernel = _compiled(("combine", y.dtype, weights.dtype, out_dtype, hidden, top_k, index),
-                          lambda: WeightedCombine(types[y.dtype], types[weights.dtype], types[out_dtype], hidden, top_k),
-                          index)
+    dtypes = (types[y.dtype], types[weights.dtype], types[out_dtype])
+    _, kernel = _compiled(("combine", *dtypes, hidden, top_k, index),
+                          lambda: WeightedCombine(*dtypes, hidden, top_k), index)
     _on_device(index, kernel, y.data_ptr(), row_of.data_ptr(), weights.data_ptr(), out.data_ptr(), tokens)
     return out
 

@@ -50,8 +50,7 @@ class RouteSlots:
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=dtype.width // 8)
 
         return (ptr(self.id_dtype), ptr(cutlass.Int32), ptr(cutlass.Int64), ptr(cutlass.Int32), ptr(cutlass.Int32),
-                cutlass.Int32(1),
-                cutlass.Int32(1), cute.runtime.make_fake_stream())
+                cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
 
     @cute.jit
     def __call__(self, ids_ptr: cute.Pointer, row_ptr: cute.Pointer, token_ptr: cute.Pointer,
