@@ -192,24 +192,23 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done)
     xs = x[token]
     total, index, size = xs.shape[0], x.device.index, x.element_size()
+    if not total:  # no tokens: nothing to launch
+        return x.new_empty(x.shape)
+    sms = _ctas_at_once(index)
+    tile_n = tile_n or megakernel_tile_n(experts, inter, total, sms)
+    split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     act = _scratch(total, inter, x)
-    if total:
-        if tile_n is None:
-            tile_n = megakernel_tile_n(experts, inter, total, _ctas_at_once(index))
-        if split_k is None:
-            split_k = megakernel_split_k(experts, hidden, inter, total, _ctas_at_once(index), tile_n)
     # the down tiles' output: with K splits, fp32 sums added into zeros
-    y = _scratch(total, hidden, x) if split_k in (None, 1) else torch.zeros(total, hidden, device=x.device)
-    if total:
-        ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
-        gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, index),
-                                  lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k), index)
-        # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
-        ctas = max(1, min(gemms.tile_bound(total), _ctas_at_once(index)))
-        # (the ragged store descriptors' bases lie M rows before each output)
-        _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
-                   w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
-                   total, ctas)
+    y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
+    ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
+    gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, index),
+                              lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k), index)
+    # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
+    ctas = max(1, min(gemms.tile_bound(total), sms))
+    # (the ragged store descriptors' bases lie M rows before each output)
+    _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
+               w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
+               total, ctas)
     return combine(y, row_of, topk_weights, x.dtype)
 
 

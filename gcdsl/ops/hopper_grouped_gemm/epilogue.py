@@ -58,6 +58,13 @@ class Epilogue:
         return tuple(tuple(feeding(sub[v][0], sub[v][1] + self.epi_tile[1] * s) for v in range(cute.size(sub)))
                      for s in range(self.out_tile_n // self.epi_tile[1]))
 
+    def store_sub_tile(self, tma_c: cute.CopyAtom, src: cute.Tensor, dst: cute.Tensor) -> None:
+        """One sub-tile's TMA store, committed; then the wait for the store issued
+        epi_stages sub-tiles ago to have read its buffer (traced where it is called)."""
+        cute.copy(tma_c, src, dst)
+        cute.arch.cp_async_bulk_commit_group()
+        cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+
     @cute.jit
     def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
                    tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor, sub_out: cute.Tensor,
@@ -103,15 +110,10 @@ class Epilogue:
                     # whole warp: inside an elected lane it would wait for the other 31
                     # forever). Every lane commits and waits: the issuing lane's group is
                     # the one that counts, the others' are empty.
-                    cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
-                    cute.arch.cp_async_bulk_commit_group()
-                    cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+                    self.store_sub_tile(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
                 else:
                     with cute.arch.elect_one():
-                        cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
-                        cute.arch.cp_async_bulk_commit_group()
-                        # the store issued epi_stages sub-tiles ago has read its buffer
-                        cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+                        self.store_sub_tile(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, sub))])
             epilogue_barrier.arrive_and_wait()  # nobody refills a buffer still being read
         if cutlass.const_expr(signal is not None):
             if warp == store_warp:
