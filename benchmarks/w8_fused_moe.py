@@ -22,8 +22,10 @@ Method
 - Routing made on the GPU by a random router (softmax, top-k, renormalised): a pool
   of POOL token batches, so every call has new routing. Every variant's output is
   checked against a float32 reference of the same layer (relative error <= 2e-2).
-- Graph: each variant captured once; a replay follows a copy of the next batch's x,
-  weights and ids into the captured inputs. Eager: calls back to back. CUDA events
+- Graph: each variant captured once per batch of the pool, on that batch's inputs;
+  replays go round the graphs, so every replay has new routing and nothing is copied
+  in between (the layer's inputs are where the model step before it left them).
+  Eager: calls back to back. CUDA events
   around `--calls` calls; variants in turn for `--rounds` rounds; the median.
 - Bound: the active experts' weight bytes (those with at least one slot, from the
   routing of batch 0) over the measured device-to-device copy bandwidth, the time a
@@ -64,12 +66,13 @@ TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
-# its down tiles in K splits ("one kernel split <n>") and with torch's routing kernels; and
+# its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
+# different one on ("one kernel stagger ...") and with torch's routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
 FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
-           "one kernel torch route")
+           "one kernel stagger", "one kernel stagger split 4", "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -106,10 +109,12 @@ def layer(variant: str) -> Callable:
         return gcdsl.ops.fused_moe
     if variant == "pair":
         return fused_moe_pair
-    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "one kernel split <K splits>", "... torch route"
-        choice = variant.split()[2:]
-        options = ({"route_kernel": False} if choice[0] == "torch" else {"split_k": int(choice[1])}
-                   if choice[0] == "split" else {"tile_n": int(choice[0])})
+    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "... [stagger] [split <K splits>]",
+        choice = variant.split()[2:]        # "... torch route"
+        options = {"stagger_k": True} if choice[0] == "stagger" else {}
+        choice = choice[1:] if choice[0] == "stagger" else choice
+        options.update({"route_kernel": False} if choice[:1] == ["torch"] else {"split_k": int(choice[1])}
+                       if choice[:1] == ["split"] else {"tile_n": int(choice[0])} if choice else {})
         return lambda *args: fused_moe_megakernel(*args, **options)
     if variant in FORCED:  # "pair <gemm> <schedule> <tile_n>"
         from gcdsl.ops.grouped_mm import forcing
@@ -159,39 +164,34 @@ def eager_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
 
 
 def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
-    """The layer captured once; checked on batch 0, then on batch 1 copied into its inputs."""
+    """The layer captured once per batch of the pool, each graph on its own copy of its
+    batch's inputs: replay i runs graph i % POOL, new routing with nothing copied before
+    it (as a layer of a captured model step runs on what the layer before it wrote).
+    Each graph is checked on its first replay."""
     import torch
 
-    inputs = [t.clone() for t in p.pool[0]]
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn(inputs[0], p.w1, p.w2, *inputs[1:])  # warm-up on a side stream, as torch asks
+        fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:])  # warm-up on a side stream, as torch asks
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
-
-    def load(batch: int) -> None:
-        for dst, src in zip(inputs, p.pool[batch]):
-            dst.copy_(src)
-
-    for batch in (0, 1):
-        load(batch)
+    graphs = []
+    for batch in range(POOL):
+        inputs = [t.clone() for t in p.pool[batch]]
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
         graph.replay()
         torch.cuda.synchronize()
         err = p.error(out, batch)
         if not err <= TOLERANCE:
             raise AssertionError(f"graph replay on batch {batch}: relative error {err:.2e}")
-
-    def replay(i: int) -> None:
-        load(i % POOL)
-        graph.replay()
+        graphs.append((graph, inputs, out))
 
     def once() -> float:
-        return us_per_call(replay, calls)
+        return us_per_call(lambda i: graphs[i % POOL][0].replay(), calls)
 
-    once.graph = graph  # keep the graph (and its pool) alive with the timer
+    once.graphs = graphs  # keep the graphs (and their pools) alive with the timer
     return once
 
 
@@ -207,8 +207,12 @@ def run(args, machine: Dict[str, Any]) -> Report:
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
     variants = [v for v in VARIANTS if v in (args.variants.split(",") if args.variants else VARIANTS)]
-    if args.every_config:
-        variants += FORCED
+    if args.every_config or args.forced:
+        forced = args.forced.split(",") if args.forced else FORCED
+        unknown = [v for v in forced if v not in FORCED]
+        if unknown:
+            raise SystemExit(f"--forced: {', '.join(unknown)} not in: {', '.join(FORCED)}")
+        variants += forced
     for shape in shapes:
         for t in tokens:
             p = Point(shape, t)
@@ -339,6 +343,7 @@ def parse_args(argv=None):
     p.add_argument("--every-config", action="store_true",
                    help="also time the one kernel at each tile width and K split and the two-GEMM form with "
                         "each GEMM forced to each configuration (FORCED), graph only")
+    p.add_argument("--forced", default="", help="comma-separated subset of FORCED to time (as --every-config)")
     add_quack_flag(p)
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)

@@ -82,6 +82,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # K splits: each range one k-tile longer (the next range's first counted twice)
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
+    # a staggered tile's k-tiles wrap round at K (a past-K k-tile reads TMA's zeros, and one is never read)
+    "experts_stagger_without_wrap": ("                    if kk >= k_tiles:\n"
+                                     "                        kk -= k_tiles\n", ""),
     # the combine: the slot's own row, its own weight, every column chunk
     "combine_reads_the_slot_not_its_row": ("y[(row_of[slot], (None, column))]", "y[(slot, (None, column))]"),
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
@@ -100,6 +103,7 @@ FOCUS: Dict[str, str] = {
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "experts_k_splits_overlap": "k_splits",
+    "experts_stagger_without_wrap": "stagger",
     "combine_reads_the_slot_not_its_row": "combine_kernel_against",
     "combine_first_slots_weight_for_all": "combine_kernel_against",
     "combine_last_vector_unwritten": "combine_kernel_against",

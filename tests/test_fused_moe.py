@@ -123,7 +123,8 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
 
 
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
-                                           ("moe_experts_e8_h4096_i14336_t256_split4", 16)])
+                                           ("moe_experts_e8_h4096_i14336_t256_split4", 16),
+                                           ("moe_experts_e8_h4096_i14336_t256_split4_stagger", 16)])
 def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
     """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
@@ -148,6 +149,19 @@ def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(exp
                      r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
     assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
+
+
+def test_staggered_k_order_changes_only_the_producers_coordinates(experts_kernels):
+    """A staggered tile loads the same boxes through the same descriptors (only their k
+    coordinate moves: its first k-tile is the tile's index modulo its k-tiles, a mask for
+    the gate-up tiles' 64 and one remainder for a K split's, none per k-tile), and its
+    consumers and epilogue are untouched: the same WGMMAs, stores and reduce-adds."""
+    plain = experts_kernels.ptx("moe_experts_e8_h4096_i14336_t256_split4")
+    text = experts_kernels.ptx("moe_experts_e8_h4096_i14336_t256_split4_stagger")
+    for op in ("cp.async.bulk.tensor", "cp.reduce.async.bulk.tensor", "wgmma.mma_async", "elect.sync",
+               "mbarrier.try_wait", "atom.global.release.add"):
+        assert text.count(op) == plain.count(op), op
+    assert text.count("rem.s32") + text.count("rem.u32") == plain.count("rem.s32") + plain.count("rem.u32") + 1
 
 
 def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_kernels):
@@ -234,6 +248,12 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
 ])
 def test_the_one_kernels_tile_width_rule(experts, inter, slots, tile_n):
     assert megakernel_tile_n(experts, inter, slots, sms=132) == tile_n
+
+
+def test_the_one_kernels_stagger_rule():
+    from gcdsl.ops.fused_moe import megakernel_stagger_k
+
+    assert [megakernel_stagger_k(slots) for slots in (1, 2, 8, 16, 64, 65, 128, 512, 32768)] == [True] * 5 + [False] * 4
 
 
 @pytest.mark.parametrize("experts, hidden, inter, slots, tile_n, split_k", [
@@ -344,10 +364,13 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
 
 # The one kernel's options, (E, I, k, options): each tile width, and the down tiles in K
 # splits (I = 512: 8 k-tiles, in 3 splits of 2, 3 and 3), their fp32 sums added into
-# zeros. At 300 tokens experts span several M-tiles.
+# zeros, and each tile's k-tiles read from a different one on, wrapping round. At 300
+# tokens experts span several M-tiles.
 OPTIONS = {"tile 64": (16, 256, 8, {"tile_n": 64}), "tile 128": (16, 256, 8, {"tile_n": 128}),
            "tile 256": (16, 256, 8, {"tile_n": 256}), "k_splits 2": (4, 512, 2, {"split_k": 2}),
-           "k_splits 3": (4, 512, 2, {"split_k": 3}), "k_splits 8": (4, 512, 2, {"split_k": 8})}
+           "k_splits 3": (4, 512, 2, {"split_k": 3}), "k_splits 8": (4, 512, 2, {"split_k": 8}),
+           "stagger": (16, 256, 8, {"stagger_k": True}),
+           "stagger k_splits 3": (4, 512, 2, {"split_k": 3, "stagger_k": True})}
 
 
 @pytest.mark.gpu

@@ -109,8 +109,8 @@ def other_cases(rows) -> bool:
 
 def experts_in_one_kernel() -> bool:
     """Both GEMMs of an expert layer in one kernel (`fused_moe_megakernel`): the down tiles
-    wait on counts of gate-up tiles other CTAs store, and add their K splits' sums into
-    the output; an expert without tokens."""
+    wait on counts of gate-up tiles other CTAs store and add their K splits' sums into
+    the output, the tiles' k-tiles in order and staggered; an expert without tokens."""
     import importlib
 
     from benchmarks.moe_layer import moe_experts_reference
@@ -124,12 +124,14 @@ def experts_in_one_kernel() -> bool:
     weights = torch.rand(tokens, k, device="cuda")
     ref = moe_experts_reference(x, w1, w2, weights, ids)
     good = True
-    for tile_n, split_k in ((128, 1), (256, 1), (128, 2)):
-        out = fm.fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n, split_k=split_k).float()
+    for tile_n, split_k, stagger_k in ((128, 1, False), (256, 1, False), (128, 2, False), (128, 2, True)):
+        out = fm.fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=tile_n, split_k=split_k,
+                                      stagger_k=stagger_k).float()
         err = ((out - ref).abs().max() / ref.abs().max()).item()
         good &= err <= 2e-2
-        print(f"expert layer in one kernel, tiles {tile_n} wide, {split_k} K split(s) of the down tiles: "
-              f"rel err {err:.1e} {'PASS' if err <= 2e-2 else 'FAIL'}", flush=True)
+        print(f"expert layer in one kernel, tiles {tile_n} wide, {split_k} K split(s) of the down tiles"
+              f"{', k-tiles staggered' if stagger_k else ''}: rel err {err:.1e} {'PASS' if err <= 2e-2 else 'FAIL'}",
+              flush=True)
     return good
 
 

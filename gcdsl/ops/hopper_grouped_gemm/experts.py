@@ -51,7 +51,8 @@ class MoeExperts:
     (cooperative schedule). With `split_k` > 1 each down tile is that many work items,
     each over its range of I, adding its fp32 product into `y` (fp32, zeroed before the
     launch) by TMA reduce-add stores: more CTAs streaming w2 where the down GEMM has
-    few tiles (decode).
+    few tiles (decode). With `stagger_k` each tile of either GEMM reads its k-tiles
+    from a different one on (`Producer.produce`).
 
     `__call__` is the host function to `cute.compile`:
         (xs, w1, act_store, act, w2, y_store, offs, done, total, num_ctas, stream)
@@ -60,12 +61,12 @@ class MoeExperts:
     """
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128,
-                 split_k: int = 1) -> None:
+                 split_k: int = 1, stagger_k: bool = False) -> None:
         up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
         # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
         down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
                           split_k=split_k)
-        self.experts, self.tile_n, self.split_k = experts, tile_n, split_k
+        self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
         self.table = 32 * groups_per_lane(experts)
         # mbarriers, two tile tables (one per GEMM) and the shared row table
         self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1)) // HEADER_ALIGN) * HEADER_ALIGN
@@ -189,9 +190,11 @@ class MoeExperts:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
-                                        total, tiles_up, bidx, num_ctas, rank, finish=False)
+                                        total, tiles_up, bidx, num_ctas, rank, finish=False,
+                                        stagger_k=self.stagger_k)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
-                                  total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles))
+                                  total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),
+                                  stagger_k=self.stagger_k)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             # No wait at the end of the gate-up tiles (finish=False) before the down tiles'

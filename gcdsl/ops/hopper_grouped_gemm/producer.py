@@ -24,13 +24,16 @@ class Producer:
                 tBgB: cute.Tensor, tBsB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor, tile_end: cute.Tensor,
                 row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
-                wait_on: Optional[Tuple[cute.Tensor, int]] = None):
+                wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
         the pipeline state to go on from, `finish` whether to wait at the end for every
         stage's release, and `wait_on` = (counters, tiles) holds each tile's loads until
-        counters[group] reaches `tiles` per M-step of the group. Returns the state."""
+        counters[group] reaches `tiles` per M-step of the group. With `stagger_k` a tile
+        loads its k-tiles from the (tile mod k-tiles)-th on, wrapping round (the consumers
+        sum them in any order), so that CTAs that start together read different columns
+        of their weight rows, not the same ones at the same stride. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
@@ -73,10 +76,16 @@ class Producer:
             )
             if cutlass.const_expr(wait_on is not None):
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
+            rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else 0
             for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
                 kk = self.k_tile(k_first_tile, k)
+                if cutlass.const_expr(stagger_k):
+                    kk = k + rotation
+                    if kk >= k_tiles:
+                        kk -= k_tiles
+                    kk = self.k_tile(k_first_tile, kk)
                 cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 if cutlass.const_expr(cluster_m > 1):
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
