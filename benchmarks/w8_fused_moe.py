@@ -67,12 +67,12 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
-# different one on ("one kernel stagger ...") and with torch's routing kernels; and
+# different one on or not ("one kernel stagger ...", "... unstaggered") and with torch's routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
 FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
-           "one kernel stagger", "one kernel stagger split 4", "one kernel torch route")
+           "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -111,8 +111,8 @@ def layer(variant: str) -> Callable:
         return fused_moe_pair
     if variant.startswith("one kernel "):  # "one kernel <tile_n>", "... [stagger] [split <K splits>]",
         choice = variant.split()[2:]        # "... torch route"
-        options = {"stagger_k": True} if choice[0] == "stagger" else {}
-        choice = choice[1:] if choice[0] == "stagger" else choice
+        options = {"stagger_k": choice[0] == "stagger"} if choice[0] in ("stagger", "unstaggered") else {}
+        choice = choice[1:] if options else choice
         options.update({"route_kernel": False} if choice[:1] == ["torch"] else {"split_k": int(choice[1])}
                        if choice[:1] == ["split"] else {"tile_n": int(choice[0])} if choice else {})
         return lambda *args: fused_moe_megakernel(*args, **options)
