@@ -226,7 +226,8 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
         w1_h_major = torch.empty(8, 128, 256, dtype=w1.dtype, device=w1.device).transpose(1, 2)
         calls = {"w1": ((x, w1_h_major, w2, weights, ids), {}),
                  "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192}),
-                 "split_k": ((x, w1, w2, weights, ids), {"split_k": 3})}  # I = 128: two k-tiles
+                 "split_k": ((x, w1, w2, weights, ids), {"split_k": 3}),  # I = 128: two k-tiles
+                 "stagger_k": ((x, w1, w2, weights, ids), {"stagger_k": "yes"})}
         errors = {}
         for param, (args, options) in calls.items():
             with pytest.raises(GcdslError) as info:
@@ -237,6 +238,7 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
     assert "contiguous" in errors["w1"].message and "fused_moe_pair" in errors["w1"].hint
     assert "64, 128 or 256" in errors["tile_n"].message
     assert "split I = 128 into 1 to 2 ranges" in errors["split_k"].message
+    assert "True, False or None" in errors["stagger_k"].message
 
 
 @pytest.mark.parametrize("experts, inter, slots, tile_n", [

@@ -148,6 +148,8 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
     if split_k is not None and (not isinstance(split_k, int) or not 1 <= split_k <= w2.shape[2] // 64):
         fail(f"split_k = {split_k!r}; the down tiles split I = {w2.shape[2]} into 1 to {w2.shape[2] // 64} ranges "
              "of 64-column k-tiles", param="split_k")
+    if stagger_k not in (None, True, False):
+        fail(f"stagger_k = {stagger_k!r}; it is True, False or None (fused_moe's rule)", param="stagger_k")
     return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k)
 
 
@@ -210,7 +212,7 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     sms = _ctas_at_once(index)
     tile_n = tile_n or megakernel_tile_n(experts, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
-    stagger_k = megakernel_stagger_k(total) if stagger_k is None else bool(stagger_k)
+    stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
     act = _scratch(total, inter, x)
     # the down tiles' output: with K splits, fp32 sums added into zeros
     y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
