@@ -35,6 +35,7 @@ Method
   bandwidth for T <= 64, 1.15x torch's for T >= 512, and at or above quack everywhere.
 
     python benchmarks/w8_fused_moe.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 3] [--every-config]
+                                      [--forced "one kernel stagger,one kernel split 2"]
 
 Writes benchmarks/results/W8.json (machine, commit, every sample) and W8_<shape>.png
 (graph-replayed time against T).
