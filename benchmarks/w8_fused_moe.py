@@ -68,7 +68,8 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
-# different one on or not ("one kernel stagger ...", "... unstaggered") and with torch's routing kernels; and
+# different one on or not ("one kernel stagger ...", "... unstaggered"), and with torch's
+# routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
@@ -110,12 +111,19 @@ def layer(variant: str) -> Callable:
         return gcdsl.ops.fused_moe
     if variant == "pair":
         return fused_moe_pair
-    if variant.startswith("one kernel "):  # "one kernel <tile_n>", "... [stagger] [split <K splits>]",
-        choice = variant.split()[2:]        # "... torch route"
-        options = {"stagger_k": choice[0] == "stagger"} if choice[0] in ("stagger", "unstaggered") else {}
-        choice = choice[1:] if options else choice
-        options.update({"route_kernel": False} if choice[:1] == ["torch"] else {"split_k": int(choice[1])}
-                       if choice[:1] == ["split"] else {"tile_n": int(choice[0])} if choice else {})
+    if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]"
+        words, options = variant.split()[2:], {}  # or "torch route"
+        while words:
+            word = words.pop(0)
+            if word in ("stagger", "unstaggered"):
+                options["stagger_k"] = word == "stagger"
+            elif word == "split":
+                options["split_k"] = int(words.pop(0))
+            elif word == "torch":
+                options["route_kernel"] = False
+                words.pop(0)  # "route"
+            else:
+                options["tile_n"] = int(word)
         return lambda *args: fused_moe_megakernel(*args, **options)
     if variant in FORCED:  # "pair <gemm> <schedule> <tile_n>"
         from gcdsl.ops.grouped_mm import forcing

@@ -80,12 +80,12 @@ class Producer:
             for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
-                kk = self.k_tile(k_first_tile, k)
+                kk = k
                 if cutlass.const_expr(stagger_k):
                     kk = k + rotation
                     if kk >= k_tiles:
                         kk -= k_tiles
-                    kk = self.k_tile(k_first_tile, kk)
+                kk = self.k_tile(k_first_tile, kk)
                 cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 if cutlass.const_expr(cluster_m > 1):
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
