@@ -187,12 +187,12 @@ def _grouped_gemm_max_groups():
 GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
-def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False):
+def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False, trace=False):
     def build():
         import cutlass
         from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
-        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, tile_n, split_k, stagger_k)
+        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, tile_n, split_k, stagger_k, trace)
         return kernel, kernel.trace_args()
 
     return build
@@ -207,6 +207,7 @@ MOE_EXPERTS_CASES = {
     "moe_experts_e8_h200_i64": _moe_experts(8, 200, 64),
     "moe_experts_e8_h4096_i14336_t256_split4": _moe_experts(8, 4096, 14336, 256, 4),
     "moe_experts_e8_h4096_i14336_t256_split4_stagger": _moe_experts(8, 4096, 14336, 256, 4, stagger_k=True),
+    "moe_experts_e128_h2048_i768_trace": _moe_experts(128, 2048, 768, trace=True),
 }
 
 

@@ -164,6 +164,21 @@ def test_staggered_k_order_changes_only_the_producers_coordinates(experts_kernel
     assert text.count("rem.s32") + text.count("rem.u32") == plain.count("rem.s32") + plain.count("rem.u32") + 1
 
 
+def test_a_traced_build_differs_only_by_its_phase_stamps(experts_kernels):
+    """`trace=True` (for `megakernel_phases`) adds one read of the global timer and one
+    64-bit store per phase, and nothing else: the same loads, WGMMAs, waits and hand-offs."""
+    from gcdsl.ops.hopper_grouped_gemm import PHASES
+
+    plain = experts_kernels.ptx("moe_experts_e128_h2048_i768")
+    text = experts_kernels.ptx("moe_experts_e128_h2048_i768_trace")
+    for op in ("cp.async.bulk.tensor", "wgmma.mma_async", "mbarrier.try_wait", "ld.acquire.gpu",
+               "atom.global.release.add", "fence.proxy.async.global"):
+        assert text.count(op) == plain.count(op), op
+    assert text.count("%globaltimer") == plain.count("%globaltimer") + len(PHASES)
+    stores = r"\bst\.global\.[bsu]64\b"
+    assert len(re.findall(stores, text)) == len(re.findall(stores, plain)) + len(PHASES)
+
+
 def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_kernels):
     """With K splits the down tiles' sub-tiles (8 of 32 fp32 columns, a 256-wide tile) go out
     as TMA reduce-adds into the output, the gate-up tiles' (4: SwiGLU halves the tile) as
@@ -386,6 +401,37 @@ def test_one_kernel_with_each_option(option, tokens):
     weights, ids = _routing(tokens, experts, k, "random", seed=len(option))
     _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, **options),
                  moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 300])
+def test_megakernel_phases_come_in_order_and_leave_the_result_as_it_is(tokens):
+    """The stamped build computes the same layer, and each CTA's stamps come in the order
+    of its work: started, schedule built, gate-up loads, then the first down tile's wait,
+    the down loads; its consumers' gate-up tiles stored before its down tiles."""
+    from gcdsl.ops.fused_moe import megakernel_phases
+    from gcdsl.ops.hopper_grouped_gemm import PHASES
+
+    experts, hidden, inter, k = 16, 264, 256, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=tokens)
+    out, phases = megakernel_phases(x, w1, w2, weights, ids)
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+    assert list(phases) == list(PHASES)
+    p = {name: values.tolist() for name, values in phases.items()}
+    assert min(p["start"]) == 0 and len(p["start"]) >= min(experts, tokens * k) * (2 * inter // 128)
+    waited = 0
+    for c in range(len(p["start"])):
+        at = {name: p[name][c] for name in PHASES}
+        assert all(v == v for name, v in at.items() if name != "first down tile's wait over"), at
+        assert 0 <= at["start"] <= at["schedule built"] <= at["gate-up loads issued"] <= at["down loads issued"], at
+        assert at["schedule built"] <= at["gate-up tiles stored"] <= at["down tiles done"] < 10**6, at
+        wait = at["first down tile's wait over"]
+        if wait == wait:  # a CTA with down tiles
+            waited += 1
+            assert at["gate-up loads issued"] <= wait <= at["down loads issued"], at
+    assert waited >= 1
 
 
 @pytest.mark.gpu

@@ -138,6 +138,11 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
     its k-tiles from a different one on (`stagger_k`, by default `megakernel_stagger_k`'s)
     and the routing in one kernel (`route`; `route_kernel=False`: torch's kernels, as
     `fused_moe_pair`'s). w1 and w2 contiguous."""
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
+    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k)
+
+
+def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k) -> None:
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
         if not w.is_contiguous():
@@ -150,7 +155,6 @@ def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, to
              "of 64-column k-tiles", param="split_k")
     if stagger_k not in (None, True, False):
         fail(f"stagger_k = {stagger_k!r}; it is True, False or None (fused_moe's rule)", param="stagger_k")
-    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k)
 
 
 def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
@@ -192,24 +196,49 @@ def megakernel_stagger_k(slots: int) -> bool:
     return slots <= 64
 
 
+def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                      topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
+                      stagger_k: Optional[bool] = None,
+                      route_kernel: bool = True) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    """`fused_moe_megakernel`'s result, and where its one kernel spends its time: for each
+    phase of `hopper_grouped_gemm.PHASES`, the microseconds at which each CTA reached it,
+    from the first CTA's start (NaN where a CTA never did: one without down tiles, say).
+    Its kernel is a build of its own, with the stamps compiled in; one synchronisation."""
+    from .hopper_grouped_gemm import PHASES
+
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
+    out, stamps = _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k,
+                              trace=True)
+    ns = stamps.cpu().double()[:, :len(PHASES)]
+    ns[ns == 0] = float("nan")  # zeroed before the launch: a phase the CTA never reached
+    us = (ns - ns[:, 0].min()) / 1e3  # every CTA stamps its start
+    return out, {phase: us[:, i] for i, phase in enumerate(PHASES)}
+
+
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
                 route_kernel: bool = True, split_k: Optional[int] = None,
-                stagger_k: Optional[bool] = None) -> torch.Tensor:
+                stagger_k: Optional[bool] = None, trace: bool = False):
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
-    expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`."""
+    expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`.
+    With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS) int64 ns)."""
     import cutlass
 
-    from .hopper_grouped_gemm.experts import MoeExperts
+    from .hopper_grouped_gemm import STAMP_SLOTS
+    from .hopper_grouped_gemm.experts import MoeExperts, stamps_offset
 
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
-    done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
-    row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done)
-    xs = x[token]
-    total, index, size = xs.shape[0], x.device.index, x.element_size()
-    if not total:  # no tokens: nothing to launch
-        return x.new_empty(x.shape)
+    index = x.device.index
     sms = _ctas_at_once(index)
+    if trace:  # the counters, then each CTA's stamps, zeroed
+        done = torch.zeros(stamps_offset(experts) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)
+    else:
+        done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
+    row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done[:experts])
+    xs = x[token]
+    total, size = xs.shape[0], x.element_size()
+    if not total:  # no tokens: nothing to launch
+        return (x.new_empty(x.shape), done.new_empty(0, STAMP_SLOTS, dtype=torch.int64)) if trace else x.new_empty(x.shape)
     tile_n = tile_n or megakernel_tile_n(experts, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
@@ -217,15 +246,18 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     # the down tiles' output: with K splits, fp32 sums added into zeros
     y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
-    gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, stagger_k, index),
-                              lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k, stagger_k), index)
+    gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, stagger_k, trace, index),
+                              lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k, stagger_k, trace), index)
     # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
     ctas = max(1, min(gemms.tile_bound(total), sms))
     # (the ragged store descriptors' bases lie M rows before each output)
     _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
                w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
                total, ctas)
-    return combine(y, row_of, topk_weights, x.dtype)
+    out = combine(y, row_of, topk_weights, x.dtype)
+    if trace:
+        return out, done[stamps_offset(experts):].view(torch.int64).view(sms, STAMP_SLOTS)[:ctas]
+    return out
 
 
 def _scratch(rows: int, columns: int, x: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:

@@ -103,7 +103,7 @@ from .config import (
     SCHEDULES, PINGPONG_TILE_M, PINGPONG_TILE_NS, THREADS, PRODUCER_REGS, CONSUMER_REGS,
     CONSUMER_WARPS, SCHEDULE_WARP, FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, MAX_STAGES,
     HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, A_MAJORS, B_MAJORS,
-    C_DTYPES, groups_per_lane, header_bytes,
+    C_DTYPES, PHASES, STAMP_SLOTS, groups_per_lane, header_bytes,
 )
 from .consumers import Consumers
 from .epilogue import Epilogue
@@ -116,7 +116,7 @@ __all__ = [
     "PINGPONG_TILE_M", "PINGPONG_TILE_NS", "THREADS", "PRODUCER_REGS", "CONSUMER_REGS", "CONSUMER_WARPS",
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
     "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",
-    "groups_per_lane", "header_bytes",
+    "PHASES", "STAMP_SLOTS", "groups_per_lane", "header_bytes",
 ]
 
 

@@ -36,6 +36,11 @@ EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
 # warpgroup's turn) hand the mainloop from one warpgroup to the other (`consume_pingpong`).
 FIRST_TURN_BARRIER = 3
 MAX_STAGES = 8
+# What each of a CTA's phase stamps marks in the expert layer's kernel with `trace`
+# (`experts.py`), in slot order, and the slots a CTA has.
+PHASES = ("start", "schedule built", "gate-up loads issued", "down loads issued", "gate-up tiles stored",
+          "down tiles done", "first down tile's wait over")
+STAMP_SLOTS = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)

@@ -25,6 +25,11 @@ Should that happen, a wait of 20 s traps with a message (`Producer.wait_for_grou
 
 Descriptors: six (xs, w1, act stored, act loaded, w2, y), each in grid-constant
 parameter space, none depending on `offs` or on the routing.
+
+Phase stamps (`trace=True`, for `fused_moe.megakernel_phases`): each CTA writes the
+global timer (ns) at each of `PHASES` into eight Int64 after the counters in `done`'s
+buffer (from the first 8-byte boundary on), CTA c's at 8 c. Without it the kernel
+has no such code.
 """
 from __future__ import annotations
 
@@ -41,8 +46,13 @@ from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 import gcdsl
 
 from . import HopperGroupedGemm
-from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PRODUCER_REGS, SCHEDULE_WARP, THREADS, GemmConfig,
-                     groups_per_lane)
+from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PHASES, PRODUCER_REGS, SCHEDULE_WARP, STAMP_SLOTS,
+                     THREADS, GemmConfig, groups_per_lane)
+
+
+def stamps_offset(experts: int) -> int:
+    """Int32 elements of `done`'s buffer before the phase stamps: the counters, to 8 bytes."""
+    return -(-experts // 2) * 2
 
 
 class MoeExperts:
@@ -52,7 +62,8 @@ class MoeExperts:
     each over its range of I, adding its fp32 product into `y` (fp32, zeroed before the
     launch) by TMA reduce-add stores: more CTAs streaming w2 where the down GEMM has
     few tiles (decode). With `stagger_k` each tile of either GEMM reads its k-tiles
-    from a different one on (`Producer.produce`).
+    from a different one on (`Producer.produce`). With `trace` each CTA stamps its phases
+    (the module docstring).
 
     `__call__` is the host function to `cute.compile`:
         (xs, w1, act_store, act, w2, y_store, offs, done, total, num_ctas, stream)
@@ -61,12 +72,13 @@ class MoeExperts:
     """
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128,
-                 split_k: int = 1, stagger_k: bool = False) -> None:
+                 split_k: int = 1, stagger_k: bool = False, trace: bool = False) -> None:
         up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
         # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
         down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
                           split_k=split_k)
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
+        self.trace = trace
         self.table = 32 * groups_per_lane(experts)
         # mbarriers, two tile tables (one per GEMM) and the shared row table
         self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1)) // HEADER_ALIGN) * HEADER_ALIGN
@@ -144,6 +156,13 @@ class MoeExperts:
                c_smem_up: cute.ComposedLayout, c_smem_down: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
+        stamps = None
+        if cutlass.const_expr(self.trace):
+            # (the stamps start at an 8-byte boundary: whole 64-bit stores)
+            first = (done.iterator + stamps_offset(self.experts)).toint() + bidx * (STAMP_SLOTS * 8)
+            stamps = cute.make_tensor(cute.make_ptr(cutlass.Int64, first, cute.AddressSpace.gmem, assumed_align=8),
+                                      cute.make_layout(STAMP_SLOTS))
+            self.stamp(stamps, "start", tidx == 0)
         num_ctas, _, _ = cute.arch.grid_dim()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
@@ -185,6 +204,7 @@ class MoeExperts:
         tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
+        self.stamp(stamps, "schedule built", tidx == 0)
 
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
@@ -192,9 +212,11 @@ class MoeExperts:
                 state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
                                         total, tiles_up, bidx, num_ctas, rank, finish=False,
                                         stagger_k=self.stagger_k)
+                self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
                                   total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),
-                                  stagger_k=self.stagger_k)
+                                  stagger_k=self.stagger_k, stamp=stamps)
+                self.stamp(stamps, "down loads issued", tidx == 0)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             # No wait at the end of the gate-up tiles (finish=False) before the down tiles'
@@ -203,5 +225,15 @@ class MoeExperts:
             states = self.up.consume(mainloop, tiled_mma, tma_c0, mC0, total, sA, sB, sC_up, tile_end_up, row_end,
                                      tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False,
                                      signal=done)
+            self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
                               tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states)
+            self.stamp(stamps, "down tiles done", tidx == 128)
+
+    @cute.jit
+    def stamp(self, stamps, phase: str, here: cutlass.Boolean):
+        """With `trace`, the global timer into the slot of `phase` (`PHASES`) of the CTA's
+        stamps, by the thread for which `here` holds; nothing otherwise."""
+        if cutlass.const_expr(stamps is not None):
+            if here:
+                stamps[PHASES.index(phase)] = cute.arch.globaltimer()

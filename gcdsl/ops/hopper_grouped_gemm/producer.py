@@ -9,6 +9,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
 from ...lower._dsl import trap_unless
+from .config import PHASES
 
 # How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
 # traps (`Producer.wait_for_group`): far above any real wait, which lasts one GEMM at most.
@@ -24,7 +25,8 @@ class Producer:
                 tBgB: cute.Tensor, tBsB: cute.Tensor, sA: cute.Tensor, sB: cute.Tensor, tile_end: cute.Tensor,
                 row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
-                wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False):
+                wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
+                stamp: Optional[cute.Tensor] = None):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -33,7 +35,9 @@ class Producer:
         counters[group] reaches `tiles` per M-step of the group. With `stagger_k` a tile
         loads its k-tiles from the (tile mod k-tiles)-th on, wrapping round (the consumers
         sum them in any order), so that CTAs that start together read different columns
-        of their weight rows, not the same ones at the same stride. Returns the state."""
+        of their weight rows, not the same ones at the same stride. `stamp`, the CTA's
+        phase stamps (`experts.PHASES`): the global timer once its first tile's wait is
+        over. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
@@ -76,6 +80,10 @@ class Producer:
             )
             if cutlass.const_expr(wait_on is not None):
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
+                if cutlass.const_expr(stamp is not None):
+                    if tile == cluster_idx:
+                        with cute.arch.elect_one():
+                            stamp[PHASES.index("first down tile's wait over")] = cute.arch.globaltimer()
             rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else 0
             for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx

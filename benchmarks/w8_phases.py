@@ -1,0 +1,98 @@
+"""W8's one kernel, phase by phase: when each CTA reached each step of its work.
+
+`gcdsl.ops.fused_moe.megakernel_phases` runs the layer with the one kernel built with
+phase stamps (the global timer, in ns, written by one thread of each CTA at each of
+`hopper_grouped_gemm.PHASES`). For each W8 shape and token count this prints, per
+phase, the earliest, median and latest CTA (microseconds from the first CTA's start),
+and the weight bytes over each GEMM's span: the gate-up GEMM from the start to its
+last stored tile, the down GEMM from its first wait's end to its last tile. Where the
+stream rate of a phase falls below the copy bandwidth, that phase is where the
+layer's time goes.
+
+    python benchmarks/w8_phases.py [--shapes qwen3-30b-a3b] [--tokens 1,8] [--calls 3]
+
+The stamps change the kernel a little (one store per phase per CTA), so its times are
+for finding where the time goes, not for W8's tables. Writes
+benchmarks/results/W8_phases.json (every CTA's stamps of the last call).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from typing import Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.harness import OK, Report, table  # noqa: E402  (imports no DSL)
+from benchmarks.moe_layer import SHAPES  # noqa: E402
+from benchmarks.w8_fused_moe import TOLERANCE, Point  # noqa: E402
+
+TOKENS = (1, 8, 64)
+
+
+def _spread(values: List[float]) -> str:
+    seen = [v for v in values if v == v]  # NaN: a CTA without this phase
+    if not seen:
+        return "-"
+    return f"{min(seen):.1f} / {statistics.median(seen):.1f} / {max(seen):.1f}"
+
+
+def run(args, machine) -> Report:
+    import torch
+
+    from benchmarks.w5_grouped_gemm import copy_bandwidth
+    from gcdsl.ops.fused_moe import megakernel_phases
+    from gcdsl.ops.hopper_grouped_gemm import PHASES
+
+    report = Report("W8_phases", "W8's one kernel, phase by phase (stamped build)", config={"calls": args.calls})
+    copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
+    shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
+    for shape in shapes:
+        for t in tokens:
+            p = Point(shape, t)
+            x, weights, ids = p.pool[0]
+            for _ in range(args.calls):  # the first compiles; the stamps are the last call's
+                out, phases = megakernel_phases(x, p.w1, p.w2, weights, ids)
+            err = p.error(out)
+            if not err <= TOLERANCE:
+                raise AssertionError(f"{shape.name}, {t} tokens: relative error {err:.2e}")
+            up_bytes = shape.weight_bytes(p.active) * 2 / 3  # w1 holds two of each expert's three matrices
+            gate_up_us = max(v for v in phases["gate-up tiles stored"].tolist() if v == v)
+            down_from = min(v for v in phases["first down tile's wait over"].tolist() if v == v)
+            end_us = max(v for v in phases["down tiles done"].tolist() if v == v)
+            rates = {"gate-up GB/s": up_bytes / (gate_up_us * 1e3),
+                     "down GB/s": up_bytes / 2 / ((end_us - down_from) * 1e3)}
+            print(f"\n{shape.name}, {t} tokens: {p.active} active experts, kernel {end_us:.1f} us; "
+                  f"gate-up {rates['gate-up GB/s']:.0f} GB/s, down {rates['down GB/s']:.0f} GB/s "
+                  f"(copy bandwidth {copy_gbps:.0f} GB/s)", flush=True)
+            print(table(["phase", "us from start: first / median / last CTA"],
+                        [[phase, _spread(phases[phase].tolist())] for phase in PHASES]))
+            report.add(shape=shape.name, tokens=t, status=OK, active_experts=p.active, kernel_us=end_us,
+                       **{k.replace(" ", "_").replace("/", "per"): v for k, v in rates.items()},
+                       phases_us={phase: phases[phase].tolist() for phase in PHASES})
+            del p
+            torch.cuda.empty_cache()
+    return report
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="W8's one kernel, phase by phase (see the module docstring)")
+    p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
+    p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,8,64)")
+    p.add_argument("--calls", type=int, default=3, help="layer calls per point (the stamps of the last)")
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from benchmarks import harness
+
+    return harness.main_on_gpu("W8_phases", run, parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
