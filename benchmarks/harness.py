@@ -40,17 +40,28 @@ def has_gpu() -> bool:
     return torch.cuda.is_available()
 
 
+# How long `us_per_call` runs its calls untimed first: long enough for the GPU's clocks to
+# settle at the timed work's own load. A timer that follows one that left the GPU mostly
+# idle (an eager layer bound by its host at one token) would otherwise start slow.
+WARMUP_S = 0.1
+
+
 def us_per_call(call: Callable[[int], Any], calls: int) -> float:
     """Microseconds a call of `call(i)`, i = 0 .. calls - 1 issued back to back, between two
     CUDA events after the GPU is idle: the layer as a model runs it, host and device
-    overlapping (eager), or replays of a graph. An untimed pass of the same calls goes
-    first, so that no timer inherits the caches and clocks that the one before it left."""
+    overlapping (eager), or replays of a graph. Untimed passes of the same calls go first,
+    for at least WARMUP_S, so that no timer inherits the caches and clocks that the one
+    before it left."""
     import torch
 
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for i in range(calls):
-        call(i)
-    torch.cuda.synchronize()
+    warm_until = time.perf_counter() + WARMUP_S
+    while True:
+        for i in range(calls):
+            call(i)
+        torch.cuda.synchronize()
+        if time.perf_counter() >= warm_until:
+            break
     start.record()
     for i in range(calls):
         call(i)
