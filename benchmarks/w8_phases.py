@@ -21,7 +21,7 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Dict, List
+from typing import List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:

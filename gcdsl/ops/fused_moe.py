@@ -238,7 +238,8 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     xs = x[token]
     total, size = xs.shape[0], x.element_size()
     if not total:  # no tokens: nothing to launch
-        return (x.new_empty(x.shape), done.new_empty(0, STAMP_SLOTS, dtype=torch.int64)) if trace else x.new_empty(x.shape)
+        out = x.new_empty(x.shape)
+        return (out, done.new_empty(0, STAMP_SLOTS, dtype=torch.int64)) if trace else out
     tile_n = tile_n or megakernel_tile_n(experts, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
