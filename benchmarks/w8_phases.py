@@ -34,8 +34,13 @@ from benchmarks.w8_fused_moe import TOLERANCE, Point  # noqa: E402
 TOKENS = (1, 8, 64)
 
 
-def _spread(values: List[float]) -> str:
-    seen = [v for v in values if v == v]  # NaN: a CTA without this phase
+def _reached(values) -> List[float]:
+    """A phase's times of the CTAs that reached it (NaN: a CTA without this phase)."""
+    return [v for v in values.tolist() if v == v]
+
+
+def _spread(values) -> str:
+    seen = _reached(values)
     if not seen:
         return "-"
     return f"{min(seen):.1f} / {statistics.median(seen):.1f} / {max(seen):.1f}"
@@ -62,18 +67,18 @@ def run(args, machine) -> Report:
             if not err <= TOLERANCE:
                 raise AssertionError(f"{shape.name}, {t} tokens: relative error {err:.2e}")
             up_bytes = shape.weight_bytes(p.active) * 2 / 3  # w1 holds two of each expert's three matrices
-            gate_up_us = max(v for v in phases["gate-up tiles stored"].tolist() if v == v)
-            down_from = min(v for v in phases["first down tile's wait over"].tolist() if v == v)
-            end_us = max(v for v in phases["down tiles done"].tolist() if v == v)
-            rates = {"gate-up GB/s": up_bytes / (gate_up_us * 1e3),
-                     "down GB/s": up_bytes / 2 / ((end_us - down_from) * 1e3)}
+            gate_up_us = max(_reached(phases["gate-up tiles stored"]))
+            down_from = min(_reached(phases["first down tile's wait over"]))
+            end_us = max(_reached(phases["down tiles done"]))
+            gate_up_gbps = up_bytes / (gate_up_us * 1e3)
+            down_gbps = up_bytes / 2 / ((end_us - down_from) * 1e3)
             print(f"\n{shape.name}, {t} tokens: {p.active} active experts, kernel {end_us:.1f} us; "
-                  f"gate-up {rates['gate-up GB/s']:.0f} GB/s, down {rates['down GB/s']:.0f} GB/s "
+                  f"gate-up {gate_up_gbps:.0f} GB/s, down {down_gbps:.0f} GB/s "
                   f"(copy bandwidth {copy_gbps:.0f} GB/s)", flush=True)
             print(table(["phase", "us from start: first / median / last CTA"],
-                        [[phase, _spread(phases[phase].tolist())] for phase in PHASES]))
+                        [[phase, _spread(phases[phase])] for phase in PHASES]))
             report.add(shape=shape.name, tokens=t, status=OK, active_experts=p.active, kernel_us=end_us,
-                       **{k.replace(" ", "_").replace("/", "per"): v for k, v in rates.items()},
+                       gate_up_gbps=gate_up_gbps, down_gbps=down_gbps,
                        phases_us={phase: phases[phase].tolist() for phase in PHASES})
             del p
             torch.cuda.empty_cache()

@@ -230,7 +230,7 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
     index = x.device.index
     sms = _ctas_at_once(index)
-    if trace:  # the counters, then each CTA's stamps, zeroed
+    if trace:  # the counters, then each CTA's Int64 stamps (two Int32 each), zeroed
         done = torch.zeros(stamps_offset(experts) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)
     else:
         done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
