@@ -1,0 +1,108 @@
+"""W8's graph replays, instance by instance: how much one capture's time depends on the capture.
+
+W8 times each variant on POOL graphs, one per routed batch. This captures the same call
+(batch 0's inputs, copied afresh for each capture) `--instances` times per variant and
+times every graph in alternating rounds, so that each variant's spread over captures of
+one and the same call is measured beside the other variants': the part of a W8
+difference that a new capture can move. For each (shape, T) and variant: the fastest,
+median and slowest capture, and torch's median over fused_moe's per capture.
+
+    python benchmarks/w8_instances.py [--points deepseek-v3-ep8:1,mixtral-8x7b:8] [--instances 6]
+                                      [--variants torch,fused_moe]
+
+Writes benchmarks/results/W8_instances.json (every capture's rounds).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from typing import Dict, List
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
+
+from benchmarks.harness import OK, Report, table, us_per_call  # noqa: E402  (imports no DSL)
+from benchmarks.moe_layer import SHAPES  # noqa: E402
+from benchmarks.w8_fused_moe import TOLERANCE, Point, layer  # noqa: E402
+
+POINTS = ("deepseek-v3-ep8:1", "mixtral-8x7b:8", "qwen3-30b-a3b:1")
+VARIANTS = ("torch", "fused_moe")
+
+
+def capture(p: Point, fn):
+    """One graph of `fn` on fresh copies of batch 0's inputs, checked on its first replay."""
+    import torch
+
+    inputs = [t.clone() for t in p.pool[0]]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
+    graph.replay()
+    torch.cuda.synchronize()
+    err = p.error(out)
+    if not err <= TOLERANCE:
+        raise AssertionError(f"relative error {err:.2e}")
+    return graph, inputs, out
+
+
+def run(args, machine) -> Report:
+    import torch
+
+    report = Report("W8_instances", "W8's graph replays, capture by capture (one call, captured again)",
+                    config={"calls": args.calls, "rounds": args.rounds, "instances": args.instances})
+    points = [p.split(":") for p in (args.points.split(",") if args.points else POINTS)]
+    variants = args.variants.split(",") if args.variants else VARIANTS
+    rows = []
+    for name, tokens in points:
+        p = Point(SHAPES[name], int(tokens))
+        graphs: Dict[str, List] = {}
+        for v in variants:
+            fn = layer(v)
+            fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:])  # compiles outside the captures
+            graphs[v] = [capture(p, fn) for _ in range(args.instances)]
+        samples = {(v, i): [] for v in variants for i in range(args.instances)}
+        for _ in range(args.rounds):  # alternating rounds over every capture of every variant
+            for v, i in samples:
+                graph = graphs[v][i][0]
+                samples[(v, i)].append(us_per_call(lambda _call: graph.replay(), args.calls))
+        medians = {v: [statistics.median(samples[(v, i)]) for i in range(args.instances)] for v in variants}
+        for v in variants:
+            us = medians[v]
+            report.add(shape=name, tokens=int(tokens), variant=v, status=OK, us=statistics.median(us),
+                       min_us=min(us), max_us=max(us), instances_us=us,
+                       rounds_us=[samples[(v, i)] for i in range(args.instances)])
+            rows.append([name, tokens, v, f"{min(us):.1f}", f"{statistics.median(us):.1f}", f"{max(us):.1f}",
+                         f"{max(us) / min(us):.2f}x"])
+        if {"torch", "fused_moe"} <= set(variants):
+            torch_us = statistics.median(medians["torch"])
+            ratios = [torch_us / u for u in medians["fused_moe"]]
+            report.notes.append(f"{name}, {tokens} tokens: torch's median over fused_moe's captures "
+                                f"{min(ratios):.2f}x to {max(ratios):.2f}x (median {statistics.median(ratios):.2f}x)")
+            print(report.notes[-1], flush=True)
+        del p, graphs
+        torch.cuda.empty_cache()
+    print(table(["shape", "tokens", "variant", "fastest us", "median us", "slowest us", "slowest / fastest"], rows))
+    return report
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description="W8's graph replays, capture by capture (see the module docstring)")
+    p.add_argument("--points", default="", help="comma-separated shape:tokens (default " + ",".join(POINTS) + ")")
+    p.add_argument("--variants", default="", help="comma-separated W8 variants (default " + ",".join(VARIANTS) + ")")
+    p.add_argument("--instances", type=int, default=6, help="captures of the same call per variant")
+    p.add_argument("--calls", type=int, default=20, help="replays per timed batch")
+    p.add_argument("--rounds", type=int, default=3)
+    return p.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from benchmarks import harness
+
+    return harness.main_on_gpu("W8_instances", run, parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
