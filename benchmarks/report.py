@@ -8,7 +8,7 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, grid_constant), written by the benchmarks, and
+- `results/<workload>.json` (W1 ... W8, W8_phases, grid_constant), written by the benchmarks, and
   `results/W8_configs.json`, an earlier `w8_fused_moe.py --every-config` run kept beside W8.json;
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
 - the W1/W2 JSON of the commit `reporting.descriptors.PACKING_BASELINE`, read with
@@ -89,6 +89,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W6": moe_layer.region_w6,
     "W7": training.region_w7,
     "W8": fused_moe.region_w8,
+    "W8-phases": fused_moe.region_w8_phases,
     "grid-constant": tables.region_grid_constant,
     "readme-reads": tables.region_readme_reads,
     "readme-encode": tables.region_readme_encode,

@@ -146,6 +146,38 @@ def _one_kernel_configs(results: Results) -> List[str]:
             md_table(["shape", "tokens", *(v[len("one kernel "):] for v in forced)], table), ""]
 
 
+# W8_phases.json: the phases whose spread over the CTAs the region shows (`hopper_grouped_gemm.PHASES`)
+SHOWN_PHASES = ("gate-up tiles stored", "first down tile's wait over", "down tiles done")
+
+
+def region_w8_phases(results: Results) -> Optional[str]:
+    """`w8_phases.py`: per point, the stamped kernel's time, each GEMM's weight stream
+    rate against the copy bandwidth, and when the CTAs reached the phases that bound
+    the two GEMMs (first, median and last CTA)."""
+    if "W8_phases" not in results:
+        return None
+    source = results["W8_phases"]
+    copy_gbps = source["config"]["copy_gbps"]
+    table = []
+    for r in source["results"]:
+        if not ok(r):
+            continue
+        cells = [r["shape"], str(r["tokens"]), str(r["active_experts"]), f1(r["kernel_us"]),
+                 pct(r["gate_up_gbps"] / copy_gbps), pct(r["down_gbps"] / copy_gbps)]
+        for phase in SHOWN_PHASES:
+            seen = sorted(v for v in r["phases_us"][phase] if v == v)  # NaN: a CTA without the phase
+            cells.append(f"{f1(seen[0])} / {f1(seen[len(seen) // 2])} / {f1(seen[-1])}" if seen else "-")
+        table.append(cells)
+    commit = source["machine"].get("gcdsl_git", "?")
+    return "\n".join([
+        f"Command: `python benchmarks/w8_phases.py` (at `{commit}`): the one kernel built with phase stamps, "
+        "batch 0 of W8's pool. Stream rates: each GEMM's weight bytes over its span (gate-up: from the start to "
+        "its last stored tile; down: from the first down tile's wait's end to the last tile), as a fraction of "
+        f"the copy bandwidth ({f1(copy_gbps)} GB/s). Phases: microseconds from the first CTA's start, first / "
+        "median / last CTA:", "",
+        md_table(["shape", "tokens", "experts", "kernel us", "gate-up stream", "down stream", *SHOWN_PHASES], table)])
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W8" not in results:
         return []
