@@ -172,30 +172,40 @@ def eager_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
     return once
 
 
-def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
-    """The layer captured once per batch of the pool, each graph on its own copy of its
-    batch's inputs: replay i runs graph i % POOL, new routing with nothing copied before
-    it (as a layer of a captured model step runs on what the layer before it wrote).
-    Each graph is checked on its first replay."""
+def warm_up(p: Point, fn: Callable) -> None:
+    """One call of the layer on batch 0, on a side stream, as torch asks before a capture."""
     import torch
 
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
-        fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:])  # warm-up on a side stream, as torch asks
+        fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:])
     torch.cuda.current_stream().wait_stream(side)
-    graphs = []
-    for batch in range(POOL):
-        inputs = [t.clone() for t in p.pool[batch]]
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
-        graph.replay()
-        torch.cuda.synchronize()
-        err = p.error(out, batch)
-        if not err <= TOLERANCE:
-            raise AssertionError(f"graph replay on batch {batch}: relative error {err:.2e}")
-        graphs.append((graph, inputs, out))
+
+
+def capture(p: Point, fn: Callable, batch: int):
+    """(graph, its inputs, its output): the layer captured on its own copy of `batch`'s
+    inputs, checked on its first replay."""
+    import torch
+
+    inputs = [t.clone() for t in p.pool[batch]]
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
+    graph.replay()
+    torch.cuda.synchronize()
+    err = p.error(out, batch)
+    if not err <= TOLERANCE:
+        raise AssertionError(f"graph replay on batch {batch}: relative error {err:.2e}")
+    return graph, inputs, out
+
+
+def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
+    """The layer captured once per batch of the pool, each graph on its own copy of its
+    batch's inputs: replay i runs graph i % POOL, new routing with nothing copied before
+    it (as a layer of a captured model step runs on what the layer before it wrote)."""
+    warm_up(p, fn)
+    graphs = [capture(p, fn, batch) for batch in range(POOL)]
 
     def once() -> float:
         return us_per_call(lambda i: graphs[i % POOL][0].replay(), calls)

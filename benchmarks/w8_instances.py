@@ -26,26 +26,10 @@ if os.path.dirname(HERE) not in sys.path:
 
 from benchmarks.harness import OK, Report, table, us_per_call  # noqa: E402  (imports no DSL)
 from benchmarks.moe_layer import SHAPES  # noqa: E402
-from benchmarks.w8_fused_moe import TOLERANCE, Point, layer  # noqa: E402
+from benchmarks.w8_fused_moe import Point, capture, layer, warm_up  # noqa: E402
 
 POINTS = ("deepseek-v3-ep8:1", "mixtral-8x7b:8", "qwen3-30b-a3b:1")
 VARIANTS = ("torch", "fused_moe")
-
-
-def capture(p: Point, fn):
-    """One graph of `fn` on fresh copies of batch 0's inputs, checked on its first replay."""
-    import torch
-
-    inputs = [t.clone() for t in p.pool[0]]
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn(inputs[0], p.w1, p.w2, *inputs[1:])
-    graph.replay()
-    torch.cuda.synchronize()
-    err = p.error(out)
-    if not err <= TOLERANCE:
-        raise AssertionError(f"relative error {err:.2e}")
-    return graph, inputs, out
 
 
 def run(args, machine) -> Report:
@@ -61,12 +45,8 @@ def run(args, machine) -> Report:
         graphs: Dict[str, List] = {}
         for v in variants:
             fn = layer(v)
-            side = torch.cuda.Stream()  # compiles, and warms up on a side stream, as torch asks before a capture
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:])
-            torch.cuda.current_stream().wait_stream(side)
-            graphs[v] = [capture(p, fn) for _ in range(args.instances)]
+            warm_up(p, fn)  # compiles outside the captures
+            graphs[v] = [capture(p, fn, 0) for _ in range(args.instances)]  # the same call each time
         samples = {(v, i): [] for v in variants for i in range(args.instances)}
         for _ in range(args.rounds):  # alternating rounds over every capture of every variant
             for v, i in samples:
