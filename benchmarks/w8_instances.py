@@ -11,6 +11,14 @@ median and slowest capture, and torch's median over fused_moe's per capture.
                                       [--variants torch,fused_moe]
 
 Writes benchmarks/results/W8_instances.json (every capture's rounds).
+
+To see what sets a fast capture apart from a slow one, `--replay-extremes N` replays
+each variant's fastest and slowest capture N times after the timing, inside the NVTX
+ranges "<variant> fastest" and "<variant> slowest", which Nsight Compute can select:
+
+    ncu --graph-profiling node --nvtx --nvtx-include "fused_moe fastest/" \
+        --nvtx-include "fused_moe slowest/" --set full -o w8_extremes \
+        python benchmarks/w8_instances.py --points deepseek-v3-ep8:1 --variants fused_moe --replay-extremes 1
 """
 from __future__ import annotations
 
@@ -60,6 +68,8 @@ def run(args, machine) -> Report:
                        rounds_us=[samples[(v, i)] for i in range(args.instances)])
             rows.append([name, tokens, v, f"{min(us):.1f}", f"{statistics.median(us):.1f}", f"{max(us):.1f}",
                          f"{max(us) / min(us):.2f}x"])
+        if args.replay_extremes:
+            replay_extremes(graphs, medians, args.replay_extremes)
         if {"torch", "fused_moe"} <= set(variants):
             torch_us = statistics.median(medians["torch"])
             ratios = [torch_us / u for u in medians["fused_moe"]]
@@ -72,12 +82,27 @@ def run(args, machine) -> Report:
     return report
 
 
+def replay_extremes(graphs: Dict[str, List], medians: Dict[str, List[float]], replays: int) -> None:
+    """Each variant's fastest and slowest capture replayed `replays` times inside the NVTX
+    ranges "<variant> fastest" and "<variant> slowest", for a profiler to take them apart."""
+    import torch
+
+    for v, us in medians.items():
+        for which, i in (("fastest", us.index(min(us))), ("slowest", us.index(max(us)))):
+            with torch.cuda.nvtx.range(f"{v} {which}"):
+                for _ in range(replays):
+                    graphs[v][i][0].replay()
+            torch.cuda.synchronize()
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="W8's graph replays, capture by capture (see the module docstring)")
     p.add_argument("--points", default="", help="comma-separated shape:tokens (default " + ",".join(POINTS) + ")")
     p.add_argument("--variants", default="", help="comma-separated W8 variants (default " + ",".join(VARIANTS) + ")")
     p.add_argument("--instances", type=int, default=6, help="captures of the same call per variant")
     p.add_argument("--calls", type=int, default=20, help="replays per timed batch")
+    p.add_argument("--replay-extremes", type=int, default=0, metavar="N",
+                   help="then replay each variant's fastest and slowest capture N times in NVTX ranges")
     p.add_argument("--rounds", type=int, default=3)
     return p.parse_args(argv)
 
