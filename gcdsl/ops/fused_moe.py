@@ -192,7 +192,9 @@ def megakernel_stagger_k(slots: int) -> bool:
     of 2 KiB); read from different columns, W8 measured the layer 3% to 9% faster at 1 and
     8 tokens on all three shapes. At 64 tokens it was even or slower (Mixtral's: 0.97x),
     and at 512 and 4,096 slower (0.87x to 0.99x), where tiles that share A rows gain from
-    reading the same k-tile of them together."""
+    reading the same k-tile of them together. The gains below 64 slots are within the
+    spread between graph captures of one call (`benchmarks/w8_instances.py`), so that
+    side of the rule is yet to be confirmed over many captures."""
     return slots <= 64
 
 
