@@ -1,6 +1,7 @@
 """W8: the MoE expert layer after the router (torch, gcdsl, fused_moe, quack); its targets."""
 from __future__ import annotations
 
+import statistics
 from typing import Any, Dict, List, Optional, Tuple
 
 from .fmt import Results, f1, listing, md_table, ok, pct, ratio, span
@@ -166,7 +167,7 @@ def region_w8_phases(results: Results) -> Optional[str]:
                  pct(r["gate_up_gbps"] / copy_gbps), pct(r["down_gbps"] / copy_gbps)]
         for phase in SHOWN_PHASES:
             seen = sorted(v for v in r["phases_us"][phase] if v == v)  # NaN: a CTA without the phase
-            cells.append(f"{f1(seen[0])} / {f1(seen[len(seen) // 2])} / {f1(seen[-1])}" if seen else "-")
+            cells.append(f"{f1(seen[0])} / {f1(statistics.median(seen))} / {f1(seen[-1])}" if seen else "-")
         table.append(cells)
     commit = source["machine"].get("gcdsl_git", "?")
     return "\n".join([
