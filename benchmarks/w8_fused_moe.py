@@ -22,9 +22,10 @@ Method
 - Routing made on the GPU by a random router (softmax, top-k, renormalised): a pool
   of POOL token batches, so every call has new routing. Every variant's output is
   checked against a float32 reference of the same layer (relative error <= 2e-2).
-- Graph: each variant captured once per batch of the pool, on that batch's inputs;
-  replays go round the graphs, so every replay has new routing and nothing is copied
-  in between (the layer's inputs are where the model step before it left them).
+- Graph: each variant captured once per batch of the pool (`--captures` times with more),
+  on that batch's inputs; replays go round the graphs, so every replay has new routing
+  and nothing is copied in between (the layer's inputs are where the model step before
+  it left them).
   Eager: calls back to back. CUDA events
   around `--calls` calls; variants in turn for `--rounds` rounds; the median.
 - Bound: the active experts' weight bytes (those with at least one slot, from the
@@ -200,15 +201,17 @@ def capture(p: Point, fn: Callable, batch: int):
     return graph, inputs, out
 
 
-def graph_timer(p: Point, fn: Callable, calls: int) -> Callable[[], float]:
-    """The layer captured once per batch of the pool, each graph on its own copy of its
-    batch's inputs: replay i runs graph i % POOL, new routing with nothing copied before
-    it (as a layer of a captured model step runs on what the layer before it wrote)."""
+def graph_timer(p: Point, fn: Callable, calls: int, captures: int = 1) -> Callable[[], float]:
+    """The layer captured `captures` times per batch of the pool, each graph on its own
+    copy of its batch's inputs: replay i runs graph i mod the graphs, the batches in turn,
+    new routing with nothing copied before it (as a layer of a captured model step runs
+    on what the layer before it wrote). More captures average over what a capture's
+    own placement adds or takes (`w8_instances.py`)."""
     warm_up(p, fn)
-    graphs = [capture(p, fn, batch) for batch in range(POOL)]
+    graphs = [capture(p, fn, batch) for _ in range(captures) for batch in range(POOL)]
 
     def once() -> float:
-        return us_per_call(lambda i: graphs[i % POOL][0].replay(), calls)
+        return us_per_call(lambda i: graphs[i % len(graphs)][0].replay(), calls)
 
     once.graphs = graphs  # keep the graphs (and their pools) alive with the timer
     return once
@@ -220,7 +223,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
     QUACK["tuned"] = args.quack_tuned
 
     report = Report("W8", "MoE expert layer after the router: torch vs gcdsl vs fused_moe vs quack",
-                    config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
+                    config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "captures": args.captures,
+                            "tolerance": TOLERANCE,
                             "quack": quack_note("gemm_act(A_idx, swiglu, concat_layout=('B',)) + gemm")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
@@ -250,7 +254,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
                     err = p.error(fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:]))
                     if not err <= TOLERANCE:
                         raise AssertionError(f"relative error {err:.2e}")
-                    timers[(v, "graph")] = graph_timer(p, fn, args.calls)
+                    timers[(v, "graph")] = graph_timer(p, fn, args.calls, args.captures)
                     if v not in FORCED:
                         timers[(v, "eager")] = eager_timer(p, fn, args.calls)
                 except Exception as exc:  # noqa: BLE001  (a failing variant is reported, not fatal)
@@ -359,6 +363,8 @@ def parse_args(argv=None):
     p.add_argument("--variants", default="", help="comma-separated subset of " + ",".join(VARIANTS))
     p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--captures", type=int, default=1,
+                   help="graphs captured per batch of the pool and variant (replays go round all of them)")
     p.add_argument("--every-config", action="store_true",
                    help="also time the one kernel at each tile width and K split and the two-GEMM form with "
                         "each GEMM forced to each configuration (FORCED), graph only")

@@ -94,7 +94,10 @@ def region_w8(results: Results) -> Optional[str]:
                 cells.append(ratio(x) if x else "-")
             cells.append(pct(bound / ours) if bound and ours else "-")
             table.append(cells)
-        lines += [f"Microseconds per layer, {what}; median of {config.get('rounds')} rounds of "
+        captures = config.get("captures", 1)
+        over = (f", each variant captured {captures} times per routed batch"
+                if mode == "graph" and captures > 1 else "")
+        lines += [f"Microseconds per layer, {what}{over}; median of {config.get('rounds')} rounds of "
                   f"{config.get('calls')} calls. Ratio = peer / fused_moe:", "",
                   md_table(["shape", "tokens", *variants, "bound", "torch / fused_moe", "quack / fused_moe",
                             "HBM fraction"], table), ""]
