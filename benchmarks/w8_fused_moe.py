@@ -377,7 +377,10 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    return harness.main_on_gpu("W8", run, parse_args(argv))
+    args = parse_args(argv)
+    if args.captures < 1:
+        raise SystemExit(f"--captures {args.captures}: at least one graph per batch and variant")
+    return harness.main_on_gpu("W8", run, args)
 
 
 if __name__ == "__main__":

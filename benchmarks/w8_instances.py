@@ -110,7 +110,14 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    return harness.main_on_gpu("W8_instances", run, parse_args(argv))
+    args = parse_args(argv)
+    for point in (args.points.split(",") if args.points else POINTS):
+        shape, _, tokens = point.partition(":")
+        if shape not in SHAPES or not tokens.isdigit() or int(tokens) < 1:
+            raise SystemExit(f"--points: {point!r} is not shape:tokens, shape one of {', '.join(SHAPES)}")
+    if args.instances < 1:
+        raise SystemExit(f"--instances {args.instances}: at least one capture per variant")
+    return harness.main_on_gpu("W8_instances", run, args)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ import shutil
 import subprocess
 import sys
 
+import pytest
+
 from benchmarks import compare_ptx, harness
 from tests.conftest import ROOT
 
@@ -70,3 +72,8 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert capsys.readouterr().out.count("needs a CUDA GPU") == 3
+    for bad in (["--points", "mixtral:8"], ["--points", "mixtral-8x7b"], ["--instances", "0"]):
+        with pytest.raises(SystemExit, match="--points|--instances"):
+            w8_instances.main(bad)
+    with pytest.raises(SystemExit, match="--captures"):
+        w8_fused_moe.main(["--captures", "0"])
