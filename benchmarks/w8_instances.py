@@ -45,11 +45,10 @@ def run(args, machine) -> Report:
 
     report = Report("W8_instances", "W8's graph replays, capture by capture (one call, captured again)",
                     config={"calls": args.calls, "rounds": args.rounds, "instances": args.instances})
-    points = [p.split(":") for p in (args.points.split(",") if args.points else POINTS)]
     variants = args.variants.split(",") if args.variants else VARIANTS
     rows = []
-    for name, tokens in points:
-        p = Point(SHAPES[name], int(tokens))
+    for name, tokens in args.points:
+        p = Point(SHAPES[name], tokens)
         graphs: Dict[str, List] = {}
         for v in variants:
             fn = layer(v)
@@ -63,7 +62,7 @@ def run(args, machine) -> Report:
         medians = {v: [statistics.median(samples[(v, i)]) for i in range(args.instances)] for v in variants}
         for v in variants:
             us = medians[v]
-            report.add(shape=name, tokens=int(tokens), variant=v, status=OK, us=statistics.median(us),
+            report.add(shape=name, tokens=tokens, variant=v, status=OK, us=statistics.median(us),
                        min_us=min(us), max_us=max(us), instances_us=us,
                        rounds_us=[samples[(v, i)] for i in range(args.instances)])
             rows.append([name, tokens, v, f"{min(us):.1f}", f"{statistics.median(us):.1f}", f"{max(us):.1f}",
@@ -111,10 +110,13 @@ def main(argv=None) -> int:
     from benchmarks import harness
 
     args = parse_args(argv)
+    points = []  # (shape, tokens), checked before anything runs
     for point in (args.points.split(",") if args.points else POINTS):
         shape, _, tokens = point.partition(":")
         if shape not in SHAPES or not tokens.isdigit() or int(tokens) < 1:
             raise SystemExit(f"--points: {point!r} is not shape:tokens, shape one of {', '.join(SHAPES)}")
+        points.append((shape, int(tokens)))
+    args.points = points
     if args.instances < 1:
         raise SystemExit(f"--instances {args.instances}: at least one capture per variant")
     return harness.main_on_gpu("W8_instances", run, args)

@@ -82,6 +82,7 @@ def region_w8(results: Results) -> Optional[str]:
              f"float32 reference (relative error <= {config.get('tolerance')}) before it was timed. *Bound*: the "
              "active experts' weight bytes over the measured device-to-device copy bandwidth "
              f"({f1(config.get('copy_gbps', 0))} GB/s).", ""]
+    captures = config.get("captures", 1)  # graphs per routed batch and variant
     for mode, what in MODES.items():
         table = []
         for s, t in points(results):
@@ -94,7 +95,6 @@ def region_w8(results: Results) -> Optional[str]:
                 cells.append(ratio(x) if x else "-")
             cells.append(pct(bound / ours) if bound and ours else "-")
             table.append(cells)
-        captures = config.get("captures", 1)
         over = (f", each variant captured {captures} times per routed batch"
                 if mode == "graph" and captures > 1 else "")
         lines += [f"Microseconds per layer, {what}{over}; median of {config.get('rounds')} rounds of "
