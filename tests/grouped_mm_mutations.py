@@ -56,6 +56,12 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "store_rows_unclipped": ("(total - rows, 0)", "(total - rows - 1, 0)"),
     # the A rows
     "a_from_group_start_plus_one": ("                first_row = start\n", "                first_row = start + 1\n"),
+    # the start of each group of an M-major A, checked where offs is read
+    "unaligned_group_start_not_checked": ("trap_unless(cutlass.min(previous % align, end - previous) == 0,",
+                                          "trap_unless(cutlass.min(previous % align, end - previous) >= 0,"),
+    "unaligned_group_end_checked": ("cutlass.min(previous % align, end - previous)",
+                                    "cutlass.min(end % align, end - previous)"),
+    "unaligned_empty_group_checked": ("cutlass.min(previous % align, end - previous)", "(previous % align)"),
     # the grouped reduction (ragged K) and the batch
     "ragged_k_from_one_column_late": ("k_first = length - k_tiles * tile_k", "k_first = length - k_tiles * tile_k + 1"),
     "ragged_k_b_group_start_one_early": ("mB[(None, None, start)]", "mB[(None, None, start - 1)]"),
@@ -100,6 +106,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 CASES_TESTS = ["tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
+    "unaligned_group_start_not_checked": "t_contiguous",
+    "unaligned_group_end_checked": "t_contiguous",
+    "unaligned_empty_group_checked": "t_contiguous",
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "experts_k_splits_overlap": "k_splits",

@@ -103,17 +103,18 @@ def check(out, a, b, ends, tol=1e-2):
 LAYOUTS = [("row", "row"), ("row", "col"), ("col", "row"), ("col", "col")]
 
 
+def t_contiguous(case, la, lb):
+    """Whether the grouped mode T is the contiguous mode of the grouped 2-D operand (the
+    kernel's A M-major): then every group with rows starts at a multiple of 8 rows."""
+    return (case, la) == ("2d3d", "col") or (case, lb) == ("3d2d", "row")
+
+
 @pytest.mark.parametrize("la, lb", LAYOUTS)
 @pytest.mark.parametrize("case", ["2d3d", "3d2d", "3d3d"])
 def test_cases_every_layout_against_fp32_and_torch(case, la, lb):
-    a, b, ends = problem(case, la, lb)
-    if (case, la) == ("2d3d", "col") or (case, lb) == ("3d2d", "row"):  # the kernel's M-major A, ragged
-        from gcdsl import GcdslError
-
-        with pytest.raises(GcdslError, match="does not read yet"):
-            run(a, b, ends)
-        return
-    check(run(a, b, ends), a, b, ends)
+    if not t_contiguous(case, la, lb):  # groups start anywhere
+        a, b, ends = problem(case, la, lb)
+        check(run(a, b, ends), a, b, ends)
     a, b, ends = problem(case, la, lb, rows=ALIGNED_ROWS)
     out = run(a, b, ends)
     check(out, a, b, ends)
@@ -121,6 +122,41 @@ def test_cases_every_layout_against_fp32_and_torch(case, la, lb):
     theirs = torch._grouped_mm(a, b, offs=ends).float()
     mask = owned if owned is not None else torch.ones_like(ref, dtype=torch.bool)
     assert ((out.float()[mask] - theirs[mask]).abs().max() / theirs[mask].abs().max()).item() <= 1e-2
+
+
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "col", "row"), ("3d2d", "row", "row")])
+def test_cases_with_t_contiguous_refuse_unaligned_groups_from_a_cpu_offs(case, la, lb):
+    from gcdsl import GcdslError
+
+    a, b, ends = problem(case, la, lb)  # groups of 1, 63 and 65 rows
+    with pytest.raises(GcdslError, match="starts at 1, not a multiple of 8") as info:
+        run(a, b, ends.cpu())
+    assert info.value.location.filename == __file__ and info.value.param == "offs"
+
+
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "col", "row"), ("3d2d", "row", "row")])
+def test_cases_with_t_contiguous_end_groups_anywhere_and_start_empty_ones_anywhere(case, la, lb):
+    """Only a start with rows must be aligned: the last group ends at row 77, and the
+    two empty groups after it start there."""
+    a, b, ends = problem(case, la, lb, rows=[8, 0, 64, 5, 0, 0])
+    check(run(a, b, ends), a, b, ends)
+    check(run(a, b, ends.cpu()), a, b, ends)
+
+
+def test_cases_with_t_contiguous_trap_at_unaligned_groups_from_a_cuda_offs():
+    """The kernel checks the starts as it reads offs, and traps with the reason (which
+    ends the process's CUDA context: in a process of its own), where TMA would fault."""
+    import subprocess
+    import sys
+
+    script = ("from tests.test_grouped_mm_cases import problem, run\n"
+              "a, b, ends = problem('2d3d', 'col', 'row')\n"
+              "run(a, b, ends)\n"
+              "print('no trap')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=__file__.rsplit("/tests/", 1)[0])
+    assert proc.returncode != 0 and "no trap" not in proc.stdout, proc.stdout[-2000:]
+    assert "not a multiple of 16 bytes (8 rows of 16 bits)" in proc.stdout, (proc.stdout + proc.stderr)[-2000:]
 
 
 @pytest.mark.parametrize("out_dtype", [None, torch.float32])

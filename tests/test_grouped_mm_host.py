@@ -336,14 +336,37 @@ def test_group_count_limit():
     assert gm.MAX_GROUPS >= 256  # DeepSeek-V3's routed experts without expert parallelism
 
 
+def _ragged_rows(total, a_major="k"):
+    """The Problem of a 2D x 3D call with `total` rows (what check_host_offsets reads of it)."""
+    from gcdsl.ops.grouped_cases import Problem
+
+    return Problem(case="2d3d", ragged="m", a_major=a_major, b_major="k", groups=3, m=0, n=8, k=8,
+                   total=total, out_dtype=torch.bfloat16, out_shape=(total, 8), swapped=False, c_back=0)
+
+
 def test_offsets_must_be_cumulative_ends():
     with pytest.raises(GcdslError) as info:
-        gm.check_host_offsets(torch.tensor([4, 2], dtype=torch.int32), 10)
+        gm.check_host_offsets(torch.tensor([4, 2], dtype=torch.int32), _ragged_rows(10))
     assert "below" in str(info.value) and info.value.location.filename == __file__
     with pytest.raises(GcdslError) as info:
-        gm.check_host_offsets(torch.tensor([4, 12], dtype=torch.int32), 10)
+        gm.check_host_offsets(torch.tensor([4, 12], dtype=torch.int32), _ragged_rows(10))
     assert "exceeds" in str(info.value)
-    gm.check_host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), 10)
+    gm.check_host_offsets(torch.tensor([0, 0, 10], dtype=torch.int32), _ragged_rows(10))
+    gm.check_host_offsets(torch.tensor([3, 5, 10], dtype=torch.int32), _ragged_rows(10))  # K-major: anywhere
+
+
+def test_groups_of_a_column_major_a_start_on_16_bytes():
+    """The kernel's A M-major: TMA reads a box only from a 16-byte aligned row."""
+    problem = _ragged_rows(40, a_major="m")
+    assert problem.group_alignment == 8 and _ragged_rows(40).group_alignment == 1
+    gm.check_host_offsets(torch.tensor([8, 8, 40], dtype=torch.int32), problem)
+    gm.check_host_offsets(torch.tensor([8, 24, 27], dtype=torch.int32), problem)  # the last may end anywhere
+    gm.check_host_offsets(torch.tensor([3, 3, 3], dtype=torch.int32), problem)  # groups with no rows start anywhere
+    with pytest.raises(GcdslError) as info:
+        gm.check_host_offsets(torch.tensor([8, 9, 16], dtype=torch.int32), problem)
+    err = info.value
+    assert "group 2 starts at 9, not a multiple of 8" in str(err) and err.param == "offs"
+    assert ".contiguous()" in err.hint and err.location.filename == __file__
 
 
 def test_traced_calls_record_the_custom_op_with_its_fake_implementation():

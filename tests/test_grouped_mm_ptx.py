@@ -6,7 +6,8 @@
 - nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
   proxy fence); the only global loads are those of `offs`, one per group a lane holds,
   all issued before the schedule's first shuffle;
-- no local memory, no spills, no predicated R2UR;
+- no local memory (but the unused frame of a printf without values), no spills, no
+  predicated R2UR;
 - 8 WGMMAs (4 k-blocks x 2 call sites), transposed for MN-major operands; TMA loads per
   stage as the operands' majors need (one box per 64 elements of the contiguous mode);
   one TMA store per 32-column sub-tile;
@@ -100,7 +101,34 @@ def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case
     assert all(re.match(r"ld\.global(\.nc)?\.b32\s", i) for i in loads), loads[:3]
     first_shuffle = entry.body.index("shfl.sync.up")
     assert all(entry.body.index(i) < first_shuffle for i in loads)  # every load in flight before the scan
-    assert not entry.uses_local_memory()
+    # at most the frame of the unaligned-group trap's printf, which has no values: never written or read
+    assert not entry.uses_local_memory() or (entry.printf_calls() and not entry.count("st.local")
+                                             and not entry.count("ld.local"))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_groups_of_an_m_major_a_are_checked_once_where_offs_is_read(compiled, case):
+    """Ragged M with A M-major: the schedule traps at a group whose start TMA cannot read
+    from (not 16-byte aligned), once per group a lane holds; no other kernel traps."""
+    from gcdsl.ops.hopper_grouped_gemm.schedule import UNALIGNED_GROUP_MESSAGE
+
+    entry = _entry(compiled, case)
+    layout = _layout(case)
+    traps = entry.instructions("trap")
+    if (layout["ragged"], layout["a_major"]) != ("m", "m"):
+        assert not traps
+        return
+    assert len(traps) == -(-_groups(case) // 32)
+    text = compiled.ptx(case)
+    assert UNALIGNED_GROUP_MESSAGE in _printf_strings(text)
+
+
+def _printf_strings(text: str) -> str:
+    """The PTX's global byte arrays (printf formats), decoded."""
+    found = []
+    for body in re.findall(r"\.global \.align \d+ \.b8 \w+\[\d+\] = \{([^}]*)\}", text):
+        found.append(bytes(int(v) for v in body.split(",")).rstrip(b"\0").decode("latin-1"))
+    return "\n".join(found)
 
 
 @pytest.mark.parametrize("case", CASES)

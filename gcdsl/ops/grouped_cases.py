@@ -9,11 +9,15 @@
 `offs` holds cumulative ends along the grouped mode T. Every operand may be
 row-major or column-major in its last two modes (packed: the transpose of a
 contiguous tensor is column-major), read as it lies: no copy is made. The
-exceptions are about T, which must not be the contiguous mode of a 2-D operand:
-in the grouped reduction the kernel reads T through a strided descriptor mode
-(`a` column-major and `b` row-major, as `x.t()` and `dy` are in a weight
-gradient), and the kernel's A with ragged rows is K-major only for now (`a` of
-2D x 3D row-major, `b` of 3D x 2D column-major).
+exceptions are about T when it is the contiguous mode of a 2-D operand. In the
+grouped reduction it must not be: the kernel reads T through a strided descriptor
+mode (`a` column-major and `b` row-major, as `x.t()` and `dy` are in a weight
+gradient). In the other grouped cases it may be (`a` of 2D x 3D column-major, `b`
+of 3D x 2D row-major: the kernel's A M-major), and then every group that has rows
+must start at a multiple of 16 bytes along T, 8 rows, since TMA reads a box only
+from such a start along the contiguous mode: `torch._grouped_mm` asks the same. A
+CPU `offs` is checked here; with a CUDA `offs` the kernel checks as it reads it and
+traps, with a message, at a group that starts elsewhere.
 
 The 3D x 2D case runs as its transpose, result^T (T, M) = b^T @ a^T per group, so
 its result is column-major (strides (1, M)), as a transposed view.
@@ -67,6 +71,12 @@ class Problem:
     def offs_extent(self) -> int:
         """What the ends in `offs` may reach: the grouped mode's extent."""
         return self.total
+
+    @property
+    def group_alignment(self) -> int:
+        """Where a group with rows may start along T: a multiple of this many rows (16
+        bytes where T is the kernel's A's contiguous mode, else anywhere)."""
+        return 8 if self.ragged == "m" and self.a_major == "m" else 1
 
     @property
     def launchable(self) -> bool:
@@ -152,12 +162,6 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
     if activation == "swiglu":
         problem = _swiglu(case, problem)
     problem = Problem(case=case, groups=groups, out_dtype=out_dtype, activation=activation, **problem)
-    if problem.ragged == "m" and problem.a_major == "m":
-        # The kernel's M-major A with ragged rows faults on the GPU (an illegal instruction):
-        # refused until it is fixed, rather than crash the caller's context.
-        fail(f"{'a' if case == '2d3d' else 'b'} is laid out with the grouped mode T contiguous, which this "
-             "kernel does not read yet", param="a" if case == "2d3d" else "b",
-             hint="pass a row-major a (2D x 3D) or a column-major b (3D x 2D), e.g. via .contiguous()")
 
     row_bytes = problem.kernel_out_shape[-1] * out_dtype.itemsize
     if row_bytes % 16:
@@ -232,18 +236,26 @@ def strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
     return all(size == 1 or stride == want for size, stride, want in zip(t.shape, t.stride(), expected))
 
 
-def check_host_offsets(offs: torch.Tensor, extent: int) -> None:
+def check_host_offsets(offs: torch.Tensor, problem: Problem) -> None:
     """A CPU `offs`, checked as the kernel would need it: non-decreasing, from 0 up to at most
-    the grouped mode's extent. (A CUDA `offs` is not read on the host; the kernel clamps it.)"""
+    the grouped mode's extent, each group with rows starting at a multiple of
+    `problem.group_alignment`. (A CUDA `offs` is not read on the host; the kernel clamps it,
+    and traps at a group that starts unaligned.)"""
     ends = offs.tolist()
-    previous = 0
+    previous, align = 0, problem.group_alignment
     for g, end in enumerate(ends):
         if end < previous:
             fail(f"offs[{g}] = {end} is below offs[{g - 1}] = {previous}" if g else f"offs[0] = {end} < 0",
                  param="offs", hint="offs holds cumulative ends: non-decreasing, starting at >= 0")
+        if end > previous and previous % align:
+            operand = "a" if problem.case == "2d3d" else "b"
+            fail(f"group {g} starts at {previous}, not a multiple of {align}: `{operand}` has the grouped "
+                 f"mode T contiguous, and TMA reads it only from 16-byte aligned starts", param="offs",
+                 hint=f"make every group's size a multiple of {align}, or pass {operand} with K contiguous "
+                 "(.contiguous())")
         previous = end
-    if previous > extent:
-        fail(f"offs[-1] = {previous} exceeds the grouped mode's extent {extent}", param="offs")
+    if previous > problem.offs_extent:
+        fail(f"offs[-1] = {previous} exceeds the grouped mode's extent {problem.offs_extent}", param="offs")
 
 
 def fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:

@@ -180,14 +180,16 @@ def _product(x: torch.Tensor, y: torch.Tensor, offs, like: torch.Tensor) -> torc
     as (G, N, K) reads its gradient without a transposed copy.
 
     The results of 3D x 2D are column-major and of the other cases row-major. A grouped
-    reduction (2D x 2D) needs T strided in both operands, in either orientation, and the
-    2-D operand of the other grouped cases T strided too (its K contiguous): operands of
-    another layout (a row-major `dy` of 3D x 2D, a column-major `a`) are copied once.
+    reduction (2D x 2D) needs T strided in both operands, in either orientation. The 2-D
+    operand of the other grouped cases is made T strided too (its K contiguous): with T
+    contiguous its groups would have to start at multiples of 8, which nothing here knows
+    of `offs`. Operands of another layout (a row-major `dy` of 3D x 2D, a column-major `a`)
+    are copied once.
     """
     if x.dim() == 2 and y.dim() == 2:
         x, y = _column_major(x), _row_major(y)
     elif x.dim() == 2:
-        x = _row_major(x)  # the grouped rows' K contiguous: the kernel has no M-major ragged A
+        x = _row_major(x)  # the grouped rows' K contiguous: groups may start anywhere
     elif y.dim() == 2:
         y = _column_major(y)  # likewise for the grouped columns of 3D x 2D
     plain_is_column_major = (x.dim(), y.dim()) == (3, 2)
@@ -308,7 +310,7 @@ class _Launch:
                 fail("offs is on the CPU while a CUDA graph is being captured: its copy to the GPU "
                      "cannot be replayed with new values", param="offs",
                      hint="keep offs on the GPU (as the router makes it); a replay then reads whatever it holds")
-            check_host_offsets(offs, problem.offs_extent)
+            check_host_offsets(offs, problem)
             offs = offs.to(self.device, non_blocking=True)  # a staged copy: no wait for the GPU
         if not problem.launchable:
             return out.zero_() if problem.empty_result_is_zero() else out

@@ -14,6 +14,9 @@ depending on `offs` (they depend on the addresses, M, N, K and G only)
         row `start[g] + 128 * m_tile`. A tile that runs past the group's last
         row reads the next group's rows (or TMA's zero fill past M): those rows
         only reach accumulator rows that the clipped store below discards.
+        With A M-major that row is a coordinate of the contiguous mode, which TMA
+        takes only 16-byte aligned: the schedule traps at a group with rows that
+        starts elsewhere (`schedule.UNALIGNED_GROUP_MESSAGE`).
     B   one 3-D descriptor over (N, K, G); the group is a TMA coordinate.
     C   one "ragged" 3-D descriptor over the output, (M, N, M + 1) with strides
         (N, 1, N) from the base `out - M * N`: row coordinate `M - rows + r` and

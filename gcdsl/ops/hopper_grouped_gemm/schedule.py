@@ -7,6 +7,16 @@ from typing import Tuple
 import cutlass
 import cutlass.cute as cute
 
+from ...lower._dsl import trap_unless
+
+# TMA reads a box only from a 16-byte aligned start along the contiguous mode, and an
+# M-major A's rows are that mode: with it, every group that has rows must start there.
+UNALIGNED_GROUP_MESSAGE = (
+    "gcdsl: grouped_mm: a group starts at a row that is not a multiple of 16 bytes (8 rows of 16 bits) "
+    "of the operand whose grouped mode is contiguous (a column-major `a` of 2D x 3D, a row-major `b` of "
+    "3D x 2D), where TMA cannot read it: make every group's size a multiple of 8, or pass that operand "
+    "with K contiguous (.contiguous())\n")
+
 
 class Schedule:
     """The tile schedule (see the module docstring): a part of `HopperGroupedGemm`, which
@@ -20,7 +30,9 @@ class Schedule:
         Lane l owns groups l * c .. l * c + c - 1 (c = `lane_groups`); groups past G
         read offs[G - 1] again, so they end where the last group ends and add no tile.
         Each lane scans its own groups in registers; two warp scans (a running max of
-        the ends, a sum of the tiles) give it what the lanes before it hold.
+        the ends, a sum of the tiles) give it what the lanes before it hold. With an
+        M-major A a group with rows must start 16-byte aligned: otherwise the kernel
+        traps with UNALIGNED_GROUP_MESSAGE (a launch error, never a wrong result).
         """
         c = self.lane_groups
         lane = cute.arch.lane_idx()
@@ -47,6 +59,9 @@ class Schedule:
             lane_tiles += (end - previous + rows_per_step - 1) // rows_per_step * self.n_tiles
             ends[j] = end
             tiles[j] = lane_tiles
+            if cutlass.const_expr(self.ragged == "m" and self.config.a_major == "m"):
+                align = 128 // self.ab_dtype.width  # rows of 16 bytes
+                trap_unless(cutlass.min(previous % align, end - previous) == 0, UNALIGNED_GROUP_MESSAGE)
             previous = end
         total = lane_tiles
         for step in cutlass.range_constexpr(5):
