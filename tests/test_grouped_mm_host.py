@@ -191,12 +191,15 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     """Ping-pong where it measured faster (ragged M, N <= PINGPONG_MAX_N, a full tile of rows
     a group on average); cooperative for wide N, decode, the other cases, and whenever the
     caller asks for a tile or pairs only the cooperative schedule has."""
-    def problem(m, n, groups=128, offs=True):  # the fields of `Problem` the choice reads
-        return types.SimpleNamespace(ragged="m" if offs else "batch", total=m, n=n, groups=groups)
+    def problem(m, n, groups=128, offs=True, k=2048):  # the fields of `Problem` the choice reads
+        return types.SimpleNamespace(ragged="m" if offs else "batch", total=m, n=n, groups=groups, k=k)
 
     qwen3_w13, qwen3_w2_dx = problem(32768, 1536), problem(32768, 768)
     assert gm.pick_schedule(qwen3_w13) == gm.pick_schedule(qwen3_w2_dx) == "pingpong"
     assert gm.pick_schedule(problem(32768, 2048)) == "cooperative"  # past PINGPONG_MAX_N
+    assert gm.pick_schedule(problem(32768, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
+    assert gm.pick_schedule(problem(32768, 2048, k=1025)) == "cooperative"
+    assert gm.pick_schedule(problem(32768, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
     assert gm.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
     assert gm.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
     assert gm.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"

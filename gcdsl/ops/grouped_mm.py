@@ -68,6 +68,12 @@ PAIR_ROWS_PER_GROUP = 1024
 # 1.19x the cooperative schedule at N 768 and 1536, 0.96x to 1.04x at N 2048, 0.9x to
 # 1.0x above it and on the grouped reduction.
 PINGPONG_MAX_N = 1536
+# ... and up to PINGPONG_SHORT_K_MAX_N where K <= PINGPONG_SHORT_K, since a short K makes
+# each tile's epilogue a larger share of its time: Qwen3-30B-A3B's down GEMM (N 2048,
+# K 768) measured 1.03x the cooperative default at 4,096 tokens and 1.20x at 16,384; at
+# N 2048 with K 1536 or 7168, 0.93x to 1.03x (the same `--every-config` run).
+PINGPONG_SHORT_K = 1024
+PINGPONG_SHORT_K_MAX_N = 2048
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -386,14 +392,16 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
 
 
 def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
-    """"pingpong" for ragged M with N <= PINGPONG_MAX_N and groups that average a full
-    tile of rows, unless `tile_n` or `cluster_m` asks for what only "cooperative" has."""
+    """"pingpong" for ragged M with N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where
+    K <= PINGPONG_SHORT_K) and groups that average a full tile of rows, unless `tile_n`
+    or `cluster_m` asks for what only "cooperative" has."""
     from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
     fits = tile_n in (None, *PINGPONG_TILE_NS) and cluster_m in (None, 1)
-    if fits and problem.ragged == "m" and problem.n <= PINGPONG_MAX_N \
+    max_n = PINGPONG_SHORT_K_MAX_N if problem.ragged == "m" and problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
+    if fits and problem.ragged == "m" and problem.n <= max_n \
             and problem.total >= PINGPONG_TILE_M * problem.groups:
         return "pingpong"
     return "cooperative"
