@@ -8,8 +8,9 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, W8_phases, grid_constant), written by the benchmarks, and
-  `results/W8_configs.json`, an earlier `w8_fused_moe.py --every-config` run kept beside W8.json;
+- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, grid_constant), written by the benchmarks, and
+  `results/W8_configs.json` and `results/W7_configs.json`, earlier `--every-config` runs of
+  `w8_fused_moe.py` and `w7_training.py` kept beside W8.json and W7.json;
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
 - the W1/W2 JSON of the commit `reporting.descriptors.PACKING_BASELINE`, read with
   `git show` (the `packing` region keeps its text where git cannot reach it).
@@ -90,6 +91,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W7": training.region_w7,
     "W8": fused_moe.region_w8,
     "W8-phases": fused_moe.region_w8_phases,
+    "W8-instances": fused_moe.region_w8_instances,
     "grid-constant": tables.region_grid_constant,
     "readme-reads": tables.region_readme_reads,
     "readme-encode": tables.region_readme_encode,

@@ -182,6 +182,25 @@ def region_w8_phases(results: Results) -> Optional[str]:
         md_table(["shape", "tokens", "experts", "kernel us", "gate-up stream", "down stream", *SHOWN_PHASES], table)])
 
 
+def region_w8_instances(results: Results) -> Optional[str]:
+    """`w8_instances.py`: per point and variant, one call captured again and again, the
+    fastest, median and slowest capture, and the slowest over the fastest."""
+    if "W8_instances" not in results:
+        return None
+    source = results["W8_instances"]
+    table = [[r["shape"], str(r["tokens"]), r["variant"], f1(r["min_us"]), f1(r["us"]), f1(r["max_us"]),
+              ratio(r["max_us"] / r["min_us"])] for r in source["results"] if ok(r)]
+    commit = source["machine"].get("gcdsl_git", "?")
+    config = source["config"]
+    return "\n".join([
+        f"Command: `python benchmarks/w8_instances.py` (at `{commit}`): W8's batch 0 captured "
+        f"{config['instances']} times per variant on fresh copies of its inputs; each capture timed over "
+        f"{config['calls']} replays in {config['rounds']} alternating rounds (a capture's time is the median "
+        "of its rounds):", "",
+        md_table(["shape", "tokens", "variant", "fastest us", "median us", "slowest us", "slowest / fastest"],
+                 table)])
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W8" not in results:
         return []

@@ -55,7 +55,7 @@ def region_w7(results: Results) -> Optional[str]:
              f"runs its default configuration (`{config.get('quack')}`) and has no part in the step. Every result was "
              "checked against a float32 reference before it was timed, and the two steps' weight gradients against "
              "each other. *gcdsl cooperative* is gcdsl held to its cooperative consumer schedule: where the default "
-             "picks ping-pong (ragged M with N <= 1536) it shows what that gains; elsewhere both columns run the same "
+             "picks ping-pong (ragged M with N <= 1536, or N <= 2048 where K <= 1024) it shows what that gains; elsewhere both columns run the same "
              "kernel, and their difference is the measurement's spread.", "",
              f"Device microseconds (TFLOP/s in brackets), median of {config.get('rounds')} rounds of "
              f"{config.get('reps')} calls; the step: eager, {config.get('steps')} steps between CUDA events. "
