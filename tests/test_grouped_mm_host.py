@@ -372,6 +372,23 @@ def test_groups_of_a_column_major_a_start_on_16_bytes():
     assert ".contiguous()" in err.hint and err.location.filename == __file__
 
 
+def test_only_plain_eager_calls_skip_the_dispatcher():
+    """The op's code runs directly only for plain tensors without autograd, outside any
+    dispatch mode: everything else goes through `torch.ops.gcdsl`, which traces and differentiates."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    a, b = torch.ones(2, 2), torch.ones(2, 2)
+    assert gm.plain_eager_call(a, b, None)
+    assert not gm.plain_eager_call(a, b.requires_grad_())
+    assert not gm.plain_eager_call(a, torch.nn.Parameter(torch.ones(2, 2), requires_grad=False))
+    with Passing():
+        assert not gm.plain_eager_call(a, None)
+
+
 def test_traced_calls_record_the_custom_op_with_its_fake_implementation():
     """make_fx over fake CUDA tensors (no GPU needed): the graph holds gcdsl::grouped_mm, and
     the fake implementation gives the output's shape, dtype and device."""

@@ -99,13 +99,20 @@ def grouped_mm_swiglu(a: torch.Tensor, b: torch.Tensor, offs: torch.Tensor,
     return torch.ops.gcdsl.grouped_mm_swiglu(a, b, offs, out_dtype)
 
 
+# (absent from a torch without it: then every call goes through the dispatcher)
+_in_dispatch_mode = getattr(torch.utils._python_dispatch, "is_in_torch_dispatch_mode", None)
+
+
 def plain_eager_call(*tensors: Any) -> bool:
     """Plain tensors (None allowed), no tracing (torch.compile, make_fx, fake tensors), no
-    autograd: an op's own code may run without the dispatcher's cost (tens of microseconds)."""
-    in_mode = getattr(torch.utils._python_dispatch, "is_in_torch_dispatch_mode", None)
-    given = [t for t in tensors if t is not None]
-    return (not torch.compiler.is_compiling() and in_mode is not None and not in_mode()
-            and all(type(t) is torch.Tensor for t in given) and not any(t.requires_grad for t in given))
+    autograd: an op's own code may run without the dispatcher's cost (tens of microseconds).
+    On every eager call, so a loop without generators."""
+    if _in_dispatch_mode is None or _in_dispatch_mode() or torch.compiler.is_compiling():
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not torch.Tensor or t.requires_grad):
+            return False
+    return True
 
 
 @torch.library.custom_op("gcdsl::grouped_mm", mutates_args=())
