@@ -149,6 +149,12 @@ def _body(ptx: str, start: int) -> str:
     return ptx[start:]
 
 
+def format_strings(ptx: str) -> List[str]:
+    """The module's printf formats (its global byte arrays), decoded, without the final NUL."""
+    found = re.findall(r"\.global \.align \d+ \.b8 \w+\[\d+\] = \{([\d, ]+)\}", ptx)
+    return [bytes(int(b) for b in f.split(",")).rstrip(b"\0").decode(errors="replace") for f in found]
+
+
 def single_entry(ptx: str) -> Entry:
     kernels = entries(ptx)
     if len(kernels) != 1:

@@ -88,7 +88,8 @@ def test_route_kernel_is_one_cta_of_counts_in_shared_memory_that_traps_on_a_bad_
     ptx.single_entry(text)
     assert text.count("atom.shared.add") == 1 and "atom.global" not in text and "red.global" not in text
     assert text.count("bar.sync") == 3 and text.count("trap;") == 2
-    assert "an id below 0" in _format_strings(text) and "an id of E or more" in _format_strings(text)
+    formats = " ".join(ptx.format_strings(text))
+    assert "an id below 0" in formats and "an id of E or more" in formats
 
 
 @pytest.mark.parametrize("case, loads, store", [("combine_bf16_h2048_k8", 8, "st.global.v4.b32"),
@@ -104,12 +105,6 @@ def test_combine_kernel_reads_each_row_in_16_byte_loads_all_in_flight(experts_ke
     assert text.count("ld.global.v4.b32") == loads and re.findall(r"st\.global\.v\d\.b32", text) == [store]
     assert "fma.rn.f32" not in body[:body.rindex("ld.global.v4")], "a sum before the last row's load"
     assert "ld.local" not in text and "st.local" not in text
-
-
-def _format_strings(text: str) -> str:
-    """The printf formats of a PTX module, decoded from their byte arrays."""
-    found = re.findall(r"\.global \.align 1 \.b8 \w+\[\d+\] = \{([\d, ]+)\}", text)
-    return " ".join(bytes(int(b) for b in f.split(",")).decode(errors="replace") for f in found)
 
 
 def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_slots():

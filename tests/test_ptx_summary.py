@@ -135,3 +135,10 @@ def test_summary_names_the_parameter_of_each_array_and_table():
     both = gcdsl.ptx.summary(CHECKED, [("loads", 0, 128), ("stores", 128, 256)])
     assert "2 x 128 B at +0 in 2 parameters (`loads`, `stores`)" in both
     assert "`" not in gcdsl.ptx.summary(CHECKED).split("descriptor arrays:")[1].splitlines()[0]
+
+
+def test_format_strings_decodes_the_printf_formats():
+    from gcdsl import ptx
+
+    assert ptx.format_strings(CHECKED) == ["%d\n"]
+    assert ptx.format_strings(".visible .entry k() {}") == []

@@ -407,7 +407,7 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
     fits = tile_n in (None, *PINGPONG_TILE_NS) and cluster_m in (None, 1)
-    max_n = PINGPONG_SHORT_K_MAX_N if problem.ragged == "m" and problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
+    max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
     if fits and problem.ragged == "m" and problem.n <= max_n \
             and problem.total >= PINGPONG_TILE_M * problem.groups:
         return "pingpong"
