@@ -139,6 +139,10 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t256_g8_bn": dict(b_major="n"),
     "grouped_gemm_bf16_t256_g8_am_pairs": dict(a_major="m"),
     "grouped_gemm_bf16_t256_f32_g128_rk": dict(ragged="k", a_major="m", b_major="n"),
+    # the grouped reduction with T contiguous in A, in B, in both (first k-tiles zeroed)
+    "grouped_gemm_bf16_t256_f32_g128_rk_ak": dict(ragged="k", a_major="k", b_major="n"),
+    "grouped_gemm_bf16_t128_g64_rk_bk": dict(ragged="k", a_major="m", b_major="k"),
+    "grouped_gemm_bf16_t192_g128_rk_akbk_pingpong": dict(ragged="k", a_major="k", b_major="k", schedule="pingpong"),
     "grouped_gemm_fp16_t128_g8_batch": dict(ragged="batch", a_major="m", b_major="n"),
     # the ping-pong schedule: each consumer warpgroup a 128-row tile of its own
     "grouped_gemm_bf16_t192_g128_pingpong": dict(schedule="pingpong"),
@@ -165,6 +169,10 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t256_g8_bn": (("BFloat16", "BFloat16", 8, 256), dict(n=2048, k=4096)),
         "grouped_gemm_bf16_t256_g8_am_pairs": (("BFloat16", "BFloat16", 8, 256), dict(n=4096, k=2048, cluster_m=2)),
         "grouped_gemm_bf16_t256_f32_g128_rk": (("BFloat16", "Float32", 128, 256), dict(n=4096, k=0, m=2048)),
+        "grouped_gemm_bf16_t256_f32_g128_rk_ak": (("BFloat16", "Float32", 128, 256), dict(n=4096, k=0, m=2048)),
+        "grouped_gemm_bf16_t128_g64_rk_bk": (("BFloat16", "BFloat16", 64, 128), dict(n=1536, k=0, m=2048)),
+        "grouped_gemm_bf16_t192_g128_rk_akbk_pingpong": (("BFloat16", "BFloat16", 128, 192),
+                                                         dict(n=2048, k=0, m=1536)),
         "grouped_gemm_fp16_t128_g8_batch": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),
         "grouped_gemm_bf16_t192_g128_pingpong": (("BFloat16", "BFloat16", 128, 192), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_f32_g128_rk_pingpong": (("BFloat16", "Float32", 128, 192), dict(n=2048, k=0, m=1536)),

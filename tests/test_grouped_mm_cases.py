@@ -159,6 +159,72 @@ def test_cases_with_t_contiguous_trap_at_unaligned_groups_from_a_cuda_offs():
     assert "not a multiple of 16 bytes (8 rows of 16 bits)" in proc.stdout, (proc.stdout + proc.stderr)[-2000:]
 
 
+T_CONTIGUOUS_REDUCTION = [("row", "row"), ("col", "col"), ("row", "col")]  # T contiguous in a, in b, in both
+REDUCTION_VARIANTS = [dict(), dict(schedule="cooperative", tile_n=128), dict(schedule="pingpong", tile_n=192)]
+
+
+@pytest.mark.parametrize("variant", REDUCTION_VARIANTS)
+@pytest.mark.parametrize("la, lb", T_CONTIGUOUS_REDUCTION)
+def test_cases_t_contiguous_reduction_against_fp32_and_torch(la, lb, variant):
+    """2D x 2D with T contiguous in an operand: groups on multiples of 8, the first k-tile
+    of each starting up to 56 columns before it (zeroed in shared memory), empty groups."""
+    a, b, ends = problem("2d2d", la, lb, rows=ALIGNED_ROWS)
+    out = run(a, b, ends, **variant)
+    check(out, a, b, ends)
+    for g in (0, 5):
+        assert (out[g] == 0).all()
+    theirs = torch._grouped_mm(a, b, offs=ends).float()
+    assert ((out.float() - theirs).abs().max() / theirs.abs().max()).item() <= 1e-2
+    a, b, ends = problem("2d2d", la, lb, rows=[8, 16, 0, 2000, 56, 64, 8], m=200, n=136, seed=3)
+    check(run(a, b, ends, torch.float32, **variant), a, b, ends)
+
+
+@pytest.mark.parametrize("variant", REDUCTION_VARIANTS[:1] + REDUCTION_VARIANTS[2:])
+@pytest.mark.parametrize("la, lb", T_CONTIGUOUS_REDUCTION)
+def test_cases_t_contiguous_reduction_keeps_an_inf_in_its_own_group(la, lb, variant):
+    """Each group's result reads only its own columns: an inf in the last columns of one
+    group's T-contiguous operand (which the next group's first k-tile loads) stays there."""
+    a, b, ends = problem("2d2d", la, lb, rows=ALIGNED_ROWS)
+    bounds = [0] + ends.tolist()
+    for g in (2, 6):  # groups of 64 and 128 columns, followed by groups of 72 and 296
+        if la == "row":
+            a[:, bounds[g + 1] - 1] = float("inf")
+        if lb == "col":
+            b[bounds[g + 1] - 1, :] = float("inf")
+    out = run(a, b, ends, **variant)
+    ref = torch.stack([a[:, s:e].float() @ b[s:e].float() for s, e in zip(bounds, bounds[1:])])
+    for g in (0, 1, 3, 4, 5, 7):  # every group but those two
+        assert torch.isfinite(out[g]).all(), f"group {g} read another group's columns"
+        err = ((out[g].float() - ref[g]).abs().max() / ref[g].abs().max().clamp_min(1e-6)).item()
+        assert err <= 1e-2, f"group {g}: relative error {err:.3e}"
+
+
+def test_cases_t_contiguous_reduction_refuses_unaligned_groups_from_a_cpu_offs():
+    from gcdsl import GcdslError
+
+    a, b, ends = problem("2d2d", "row", "row")  # a group of 1 row starts at 0 and ends at 1
+    with pytest.raises(GcdslError, match="group 1 ends at 1, not a multiple of 8") as info:
+        run(a, b, ends.cpu())
+    assert info.value.location.filename == __file__ and info.value.param == "offs"
+
+
+def test_cases_t_contiguous_reduction_traps_at_unaligned_groups_from_a_cuda_offs():
+    """A group that ends off 16 bytes (65 columns from an aligned start): the kernel
+    traps with the reason, in a process of its own."""
+    import subprocess
+    import sys
+
+    script = ("from tests.test_grouped_mm_cases import problem, run\n"
+              "a, b, ends = problem('2d2d', 'row', 'col', rows=[8, 64, 65, 8])\n"
+              "run(a, b, ends)\n"
+              "print('no trap')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=__file__.rsplit("/tests/", 1)[0])
+    assert proc.returncode != 0 and "no trap" not in proc.stdout, proc.stdout[-2000:]
+    assert "ends at a column that is not a multiple of 16 bytes" in proc.stdout, \
+        (proc.stdout + proc.stderr)[-2000:]
+
+
 @pytest.mark.parametrize("out_dtype", [None, torch.float32])
 def test_cases_grouped_reduction_gives_zeros_for_empty_groups(out_dtype):
     a, b, ends = problem("2d2d", "col", "row")
@@ -319,7 +385,7 @@ def _grads(fn, a, b, ends, dy):
 @pytest.mark.parametrize("case, la, lb", [
     ("2d3d", "row", "col"),  # an MoE layer's expert GEMMs: weights kept as (G, N, K)
     ("2d3d", "row", "row"), ("3d2d", "col", "col"),
-    ("2d2d", "col", "row"),
+    ("2d2d", "col", "row"), ("2d2d", "row", "col"),
     ("3d3d", "row", "col"), ("3d3d", "col", "row"),
 ])
 def test_cases_gradients_against_fp32_and_torch(case, la, lb):

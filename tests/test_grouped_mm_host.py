@@ -315,9 +315,6 @@ def test_refusals_point_at_the_calling_line():
     assert "must agree" in str(_refused(a[:, :64], b, offs))
     assert "must agree" in str(_refused(a, b, offs[:3]))
     assert "2-D or 3-D" in str(_refused(a, b[0, None, None], offs))
-    # 2D x 2D, grouped along T: T contiguous in a, then in b
-    assert _refused(a, b[0], offs).param == "a" and "must not be contiguous" in str(_refused(a, b[0], offs))
-    assert _refused(a.t().contiguous().t(), b[0], offs).param == "b"
     assert "needs offs" in str(_refused(a, b, None))
     assert "batched" in str(_refused(a[None], b[:1], offs))
     assert "column-major" in str(_refused(a[::2], b, offs))  # neither layout, packed
@@ -370,6 +367,33 @@ def test_groups_of_a_column_major_a_start_on_16_bytes():
     err = info.value
     assert "group 2 starts at 9, not a multiple of 8" in str(err) and err.param == "offs"
     assert ".contiguous()" in err.hint and err.location.filename == __file__
+
+
+@pytest.mark.parametrize("majors", [("k", "n"), ("m", "k"), ("k", "k"), ("m", "n")])
+def test_grouped_reduction_reads_t_contiguous_operands_whose_groups_start_and_end_on_16_bytes(majors):
+    """2D x 2D with T contiguous in `a` (the kernel's A K-major) or `b` (B K-major): the
+    kernel's k-tiles end at each group's end and start on 16 bytes, so a group that has
+    columns starts and ends at a multiple of 8. (`describe`'s mapping of the layouts is
+    the GPU tests'.)"""
+    from gcdsl.ops.grouped_cases import Problem
+
+    problem = Problem(case="2d2d", ragged="k", a_major=majors[0], b_major=majors[1], groups=3, m=16, n=24, k=0,
+                      total=40, out_dtype=torch.bfloat16, out_shape=(3, 16, 24), swapped=False, c_back=0)
+    if majors == ("m", "n"):  # T strided in both: anywhere
+        assert problem.group_alignment == 1 and not problem.ends_aligned
+        gm.check_host_offsets(torch.tensor([3, 5, 39], dtype=torch.int32), problem)
+        return
+    assert problem.group_alignment == 8 and problem.ends_aligned
+    gm.check_host_offsets(torch.tensor([8, 8, 40], dtype=torch.int32), problem)
+    gm.check_host_offsets(torch.tensor([0, 16, 16], dtype=torch.int32), problem)  # empty groups anywhere
+    gm.check_host_offsets(torch.tensor([8, 8, 8], dtype=torch.int32), problem)
+    operand = "a" if majors[0] == "k" else "b"
+    for ends, where in (([8, 13, 40], "group 1 ends at 13"), ([8, 16, 27], "group 2 ends at 27")):
+        with pytest.raises(GcdslError) as info:
+            gm.check_host_offsets(torch.tensor(ends, dtype=torch.int32), problem)
+        err = info.value
+        assert f"{where}, not a multiple of 8: `{operand}`" in str(err) and err.param == "offs", str(err)
+        assert "column-major `a` and a row-major `b`" in err.hint and err.location.filename == __file__
 
 
 def test_only_plain_eager_calls_skip_the_dispatcher():

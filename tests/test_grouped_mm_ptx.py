@@ -105,20 +105,31 @@ def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case
     assert not entry.uses_local_memory() or (entry.local_memory_is_printf_only() and not entry.count("st.local"))
 
 
+def _t_contiguous_reduction(layout):
+    """The grouped reduction with T, its K, contiguous in A or B: first k-tiles zeroed."""
+    return layout["ragged"] == "k" and "k" in (layout["a_major"], layout["b_major"])
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_groups_of_an_m_major_a_are_checked_once_where_offs_is_read(compiled, case):
-    """Ragged M with A M-major: the schedule traps at a group whose start TMA cannot read
+def test_groups_of_a_t_contiguous_operand_are_checked_once_where_offs_is_read(compiled, case):
+    """Ragged M with A M-major, and the grouped reduction with T contiguous in an operand:
+    the schedule traps at a group whose start (or, in the reduction, end) TMA cannot read
     from (not 16-byte aligned), once per group a lane holds; no other kernel traps."""
-    from gcdsl.ops.hopper_grouped_gemm.schedule import UNALIGNED_GROUP_MESSAGE
+    from gcdsl.ops.hopper_grouped_gemm.schedule import UNALIGNED_GROUP_MESSAGE, UNALIGNED_REDUCTION_GROUP_MESSAGE
 
     entry = _entry(compiled, case)
     layout = _layout(case)
     traps = entry.instructions("trap")
-    if (layout["ragged"], layout["a_major"]) != ("m", "m"):
+    if (layout["ragged"], layout["a_major"]) == ("m", "m"):
+        message = UNALIGNED_GROUP_MESSAGE
+    elif _t_contiguous_reduction(layout):
+        message = UNALIGNED_REDUCTION_GROUP_MESSAGE
+    else:
         assert not traps
         return
     assert len(traps) == -(-_groups(case) // 32)
-    assert any(UNALIGNED_GROUP_MESSAGE in f for f in ptx.format_strings(compiled.ptx(case)))
+    found = [f for f in ptx.format_strings(compiled.ptx(case)) if "gcdsl:" in f]
+    assert len(found) == 1 and message in found[0], found
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -136,7 +147,11 @@ def test_instruction_counts(compiled, case):
     boxes_a = 1 if layout["a_major"] == "k" else 128 // 64
     boxes_b = 1 if layout["b_major"] == "k" else _tile_n(case) // 64
     assert len(loads) == boxes_a + boxes_b, loads
-    three_d = boxes_b + (boxes_a if layout["ragged"] != "m" else 0)  # B has the group mode; so has A unless ragged M
+    # B has the group mode, and so has A unless ragged M; in the reduction, a K-major
+    # operand has its plain 2-D view instead
+    three_d = boxes_b + (boxes_a if layout["ragged"] != "m" else 0)
+    if layout["ragged"] == "k":
+        three_d = boxes_a * (layout["a_major"] == "m") + boxes_b * (layout["b_major"] == "n")
     if layout.get("activation") == "swiglu":  # B's N as (row, half, tile): one 5-D box of gate and up rows
         assert sum(".5d." in i for i in loads) == boxes_b and boxes_a == 1
         three_d = 0
@@ -175,7 +190,10 @@ def test_epilogue_barriers_span_the_warps_that_share_the_sub_tiles(compiled, cas
     entry = _entry(compiled, case)
     named = [i for i in entry.instructions("bar.sync") if "," in i and not i.rstrip(";").endswith("256")
              or re.fullmatch(r"bar\.sync\s+1,\s*256;?", i)]
-    assert named and len(named) == 2 * (_out_tile_n(case) // 32)  # two per sub-tile store
+    zero_fill = _t_contiguous_reduction(_layout(case))  # and one after zeroing a first k-tile's columns
+    if zero_fill and _layout(case).get("schedule") != "pingpong":
+        assert [i for i in entry.instructions("bar.sync") if re.fullmatch(r"bar\.sync\s+5,\s*256;?", i)]
+    assert named and len(named) == 2 * (_out_tile_n(case) // 32) + (zero_fill and _layout(case).get("schedule") == "pingpong")
     if _layout(case).get("schedule") == "pingpong":
         assert all(re.fullmatch(r"bar\.sync\s+%r\d+,\s*128;?", i) for i in named), named[:2]
         # the mainloop's turn (`consume_pingpong`): one wait for the other warpgroup,

@@ -8,16 +8,16 @@
 
 `offs` holds cumulative ends along the grouped mode T. Every operand may be
 row-major or column-major in its last two modes (packed: the transpose of a
-contiguous tensor is column-major), read as it lies: no copy is made. The
-exceptions are about T when it is the contiguous mode of a 2-D operand. In the
-grouped reduction it must not be: the kernel reads T through a strided descriptor
-mode (`a` column-major and `b` row-major, as `x.t()` and `dy` are in a weight
-gradient). In the other grouped cases it may be (`a` of 2D x 3D column-major, `b`
-of 3D x 2D row-major: the kernel's A M-major), and then every group that has rows
-must start at a multiple of 16 bytes along T, 8 rows, since TMA reads a box only
-from such a start along the contiguous mode: `torch._grouped_mm` asks the same. A
-CPU `offs` is checked here; with a CUDA `offs` the kernel checks as it reads it and
-traps, with a message, at a group that starts elsewhere.
+contiguous tensor is column-major), read as it lies: no copy is made. Where T is
+the contiguous mode of a 2-D operand (`a` of 2D x 3D column-major, `b` of 3D x 2D
+row-major: the kernel's A M-major; in the grouped reduction `a` row-major or `b`
+column-major), every group that has rows must start at a multiple of 16 bytes
+along T, 8 rows, since TMA reads a box only from such a start along the contiguous
+mode (`torch._grouped_mm` asks the same); in the grouped reduction it must end
+there too, its k-tiles being aligned to its end. With T strided (`x.t()` and `dy`
+of a weight gradient) groups start and end anywhere. A CPU `offs` is checked here;
+with a CUDA `offs` the kernel checks as it reads it and traps, with a message, at
+a group that starts (or ends) elsewhere.
 
 The 3D x 2D case runs as its transpose, result^T (T, M) = b^T @ a^T per group, so
 its result is column-major (strides (1, M)), as a transposed view.
@@ -75,8 +75,22 @@ class Problem:
     @property
     def group_alignment(self) -> int:
         """Where a group with rows may start along T: a multiple of this many rows (16
-        bytes where T is the kernel's A's contiguous mode, else anywhere)."""
-        return 8 if self.ragged == "m" and self.a_major == "m" else 1
+        bytes where T is the contiguous mode of the kernel's A, or of A or B in a grouped
+        reduction, else anywhere)."""
+        return 8 if self.ragged == "m" and self.a_major == "m" or self.ends_aligned else 1
+
+    @property
+    def ends_aligned(self) -> bool:
+        """Whether a group with rows must end on `group_alignment` too: in a grouped
+        reduction with T contiguous in an operand, whose k-tiles end at the group's end."""
+        return self.ragged == "k" and "k" in (self.a_major, self.b_major)
+
+    @property
+    def t_contiguous_operand(self) -> str:
+        """The caller's operand whose grouped mode T is contiguous ("a" where both are)."""
+        if self.ragged == "k":
+            return "a" if self.a_major == "k" else "b"
+        return "b" if self.swapped else "a"
 
     @property
     def launchable(self) -> bool:
@@ -144,12 +158,8 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
                        out_shape=(m, t), swapped=True, c_back=t * m)
     elif case == "2d2d":
         (m, t), (_, n) = a.shape, b.shape
-        if a_layout != "col" or b_layout != "row":
-            fail(f"a has strides {a.stride()} and b {b.stride()}: with the reduction grouped, its mode T "
-                 "must not be contiguous in either (a column-major, b row-major)", param="a" if a_layout != "col" else "b",
-                 hint="pass a as x.t() of a contiguous (T, M) tensor x and b as a contiguous (T, N) tensor, "
-                 "as a weight gradient has them")
-        problem = dict(ragged="k", a_major="m", b_major="n", m=m, n=n, k=0, total=t,
+        problem = dict(ragged="k", a_major="m" if a_layout == "col" else "k",
+                       b_major="n" if b_layout == "row" else "k", m=m, n=n, k=0, total=t,
                        out_shape=(groups, m, n), swapped=False, c_back=0)
     else:
         (_, m, k), (_, _, n) = a.shape, b.shape
@@ -238,24 +248,33 @@ def strides_match(t: torch.Tensor, expected: Tuple[int, ...]) -> bool:
 
 def check_host_offsets(offs: torch.Tensor, problem: Problem) -> None:
     """A CPU `offs`, checked as the kernel would need it: non-decreasing, from 0 up to at most
-    the grouped mode's extent, each group with rows starting at a multiple of
-    `problem.group_alignment`. (A CUDA `offs` is not read on the host; the kernel clamps it,
-    and traps at a group that starts unaligned.)"""
+    the grouped mode's extent, each group with rows starting (and, where
+    `problem.ends_aligned`, ending) at a multiple of `problem.group_alignment`. (A CUDA
+    `offs` is not read on the host; the kernel clamps it, and traps at such a group.)"""
     ends = offs.tolist()
     previous, align = 0, problem.group_alignment
     for g, end in enumerate(ends):
         if end < previous:
             fail(f"offs[{g}] = {end} is below offs[{g - 1}] = {previous}" if g else f"offs[0] = {end} < 0",
                  param="offs", hint="offs holds cumulative ends: non-decreasing, starting at >= 0")
-        if end > previous and previous % align:
-            operand = "a" if problem.case == "2d3d" else "b"
-            fail(f"group {g} starts at {previous}, not a multiple of {align}: `{operand}` has the grouped "
-                 f"mode T contiguous, and TMA reads it only from 16-byte aligned starts", param="offs",
-                 hint=f"make every group's size a multiple of {align}, or pass {operand} with K contiguous "
-                 "(.contiguous())")
+        unaligned = previous % align or problem.ends_aligned and end % align
+        if end > previous and unaligned:
+            operand = problem.t_contiguous_operand
+            where = (f"starts at {previous}" if previous % align else f"ends at {end}")
+            fail(f"group {g} {where}, not a multiple of {align}: `{operand}` has the grouped mode T "
+                 f"contiguous, and TMA reads it only from 16-byte aligned starts", param="offs",
+                 hint=_t_contiguous_hint(problem, align))
         previous = end
     if previous > problem.offs_extent:
         fail(f"offs[-1] = {previous} exceeds the grouped mode's extent {problem.offs_extent}", param="offs")
+
+
+def _t_contiguous_hint(problem: Problem, align: int) -> str:
+    if problem.ragged == "k":
+        return (f"make every group's size a multiple of {align}, or pass a column-major `a` and a row-major `b` "
+                "(T strided: x.t() of a contiguous x, and a contiguous dy)")
+    return (f"make every group's size a multiple of {align}, or pass {problem.t_contiguous_operand} with K "
+            "contiguous (.contiguous())")
 
 
 def fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:

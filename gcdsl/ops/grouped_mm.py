@@ -8,8 +8,9 @@ The cases (`grouped_cases.py` checks them and maps each onto the kernel):
     a (M, T)     x b (T, N)     -> (G, M, N)  the reduction grouped (a weight gradient)
     a (G, M, K)  x b (G, K, N)  -> (G, M, N)  a batch, offs=None
 bf16 or fp16 in; bf16, fp16 or fp32 out (fp32 accumulation); each operand row- or
-column-major as it lies, except that T must not be the contiguous mode of a 2-D
-operand (`grouped_cases.py` says why). Groups may be empty: rows or columns of an empty group in the first two
+column-major as it lies; where T is the contiguous mode of a 2-D operand, groups
+start (in the grouped reduction, start and end) at multiples of 8 along T
+(`grouped_cases.py` says why). Groups may be empty: rows or columns of an empty group in the first two
 cases are not written (as past offs[-1]; torch leaves them undefined too), and an
 empty group of the grouped reduction gets zeros.
 
@@ -192,11 +193,11 @@ def _product(x: torch.Tensor, y: torch.Tensor, offs, like: torch.Tensor) -> torc
     (y^T @ x^T)^T instead gives that layout: then the optimizer's update of a weight kept
     as (G, N, K) reads its gradient without a transposed copy.
 
-    The results of 3D x 2D are column-major and of the other cases row-major. A grouped
-    reduction (2D x 2D) needs T strided in both operands, in either orientation. The 2-D
-    operand of the other grouped cases is made T strided too (its K contiguous): with T
-    contiguous its groups would have to start at multiples of 8, which nothing here knows
-    of `offs`. Operands of another layout (a row-major `dy` of 3D x 2D, a column-major `a`)
+    The results of 3D x 2D are column-major and of the other cases row-major. The 2-D
+    operands are made T strided (in a grouped reduction both, in either orientation; in
+    the other grouped cases with K contiguous): with T contiguous their groups would have
+    to start (and in a reduction end) at multiples of 8, which nothing here knows of
+    `offs`. Operands of another layout (a row-major `dy` of 3D x 2D, a column-major `a`)
     are copied once.
     """
     if x.dim() == 2 and y.dim() == 2:

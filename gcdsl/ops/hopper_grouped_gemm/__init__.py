@@ -33,8 +33,12 @@ tensor itself: third coordinate the group's start, second the column within the
 group. A group's k-tiles end at its end, so its first k-tile starts up to 63
 columns before the group, at negative coordinates that TMA fills with zeros. (A
 load does not use the store's base moved back before the tensor: a TMA load from
-a descriptor whose base lies in unmapped memory faults.) A batch has 3-D views
-with the group as the third coordinate, and no schedule.
+a descriptor whose base lies in unmapped memory faults.) An operand with T
+contiguous (K-major) has no such view, a stride of one element being no TMA
+stride: it is read through its plain (M, T) view, every group starting and ending
+on 16 bytes (the schedule traps otherwise), and the consumers zero the columns of
+a group's first k-tile that lie before the group (`GemmConfig.zero_fill`). A
+batch has 3-D views with the group as the third coordinate, and no schedule.
 
 Scheduler: at the start every CTA reads `offs` (one warp, G / 32 values a lane,
 all loads in flight at once) and builds a table in shared memory:
@@ -281,12 +285,16 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             # third mode whose stride is also one row, from M rows before the output.
             c = cute.make_tensor(c_ptr, cute.make_layout((total, out_n, total + 1), stride=(out_n, 1, out_n)))
         elif cutlass.const_expr(self.ragged == "k"):
-            # a is (M, K) and b (N, K) with K stacked and never contiguous. Both get a
-            # second K mode of the same stride, whose coordinate is the group's start: the
-            # first mode then counts from the group's start, and a group's first k-tile
-            # reads zeros before it (a negative coordinate) instead of the previous group.
-            a = cute.make_tensor(a_ptr, cute.make_layout((m, total, total), stride=(1, m, m)))
-            b = cute.make_tensor(b_ptr, cute.make_layout((n, total, total), stride=(1, n, n)))
+            # a is (M, K) and b (N, K) with K stacked. Where K is strided, a second K mode
+            # of the same stride, whose coordinate is the group's start: the first mode
+            # then counts from the group's start, and a group's first k-tile reads zeros
+            # before it (a negative coordinate) instead of the previous group. Where K is
+            # contiguous, a second mode of stride 1 is no TMA stride (16-byte multiples):
+            # the plain (M, K) view, whose first k-tile the consumers clip in shared memory.
+            a = cute.make_tensor(a_ptr, cute.make_layout((m, total), stride=(total, 1)) if a_k_major
+                                 else cute.make_layout((m, total, total), stride=(1, m, m)))
+            b = cute.make_tensor(b_ptr, cute.make_layout((n, total), stride=(total, 1)) if b_k_major
+                                 else cute.make_layout((n, total, total), stride=(1, n, n)))
             c = cute.make_tensor(c_ptr, cute.make_layout((m, n, groups), stride=(n, 1, m * n)))
         else:
             a = cute.make_tensor(a_ptr, cute.make_layout(
@@ -362,7 +370,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
 
         # B tiles: (TMA, n_tile, k_tile, group), partitioned once; in a pair, each CTA
         # loads its half of every B tile and multicasts it to both.
-        gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))
+        gB = cute.local_tile(mB, (tile_n, tile_k), (None,) * cute.rank(mB))
         tBsB, tBgB = cpasync.tma_partition(
             tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
         )

@@ -35,6 +35,10 @@ EPILOGUE_BARRIER = pipeline.NamedBarrier(barrier_id=1, num_threads=256)
 # Ping-pong: ids 1 and 2 are the warpgroups' epilogue barriers; 3 and 4 (3 + the
 # warpgroup's turn) hand the mainloop from one warpgroup to the other (`consume_pingpong`).
 FIRST_TURN_BARRIER = 3
+# Ragged K with T contiguous in an operand: the barrier after the consumers zero the
+# columns of a group's first k-tile that lie before the group (5, or 5 + the warpgroup's
+# turn with ping-pong; `Consumers.zero_columns_before_group`).
+ZERO_FILL_BARRIER = 5
 MAX_STAGES = 8
 # What each of a CTA's phase stamps marks in the expert layer's kernel with `trace`
 # (`experts.py`), in slot order, and the slots a CTA has.
@@ -139,10 +143,6 @@ class GemmConfig:
             problems.append(f"ragged {self.ragged!r}, A {self.a_major!r}-major, B {self.b_major!r}-major: "
                             f"expected one of {RAGGED_MODES}, {A_MAJORS}, {B_MAJORS}")
         elif self.ragged == "k":
-            # The ragged K mode is read through a second descriptor mode of K's stride,
-            # and TMA strides are 16-byte multiples: K must not be the contiguous mode.
-            if (self.a_major, self.b_major) != ("m", "n"):
-                problems.append("ragged K needs A M-major and B N-major (K is clipped through a strided mode)")
             if self.m < 1 or self.k != 0:
                 problems.append(f"ragged K has a fixed M and a runtime K; got m = {self.m}, k = {self.k}")
         elif self.k < 1 or self.m != 0:
@@ -167,6 +167,13 @@ class GemmConfig:
                             f"{self.epi_stages} buffers")
         if problems:
             raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
+
+    @property
+    def zero_fill(self) -> bool:
+        """Ragged K with T, the reduction, the contiguous mode of A or B (K-major): TMA
+        cannot clip such an operand at the group's start (see `HopperGroupedGemm.operands`),
+        so the consumers zero what a group's first k-tile holds from before the group."""
+        return self.ragged == "k" and "k" in (self.a_major, self.b_major)
 
     @property
     def pairs_fit(self) -> bool:

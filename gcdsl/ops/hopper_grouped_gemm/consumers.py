@@ -8,7 +8,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from .config import FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER
+from .config import FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, ZERO_FILL_BARRIER
 
 
 class Consumers:
@@ -55,6 +55,9 @@ class Consumers:
                 # token reached): accumulators cleared, no k-tile to wait for.
                 acc.fill(0.0)
                 rows_here = rows_here * cutlass.min(k_tiles, 1)
+                if cutlass.const_expr(self.config.zero_fill):  # both warpgroups, whatever their rows
+                    self.zero_columns_before_group(mainloop, read, sA, sB, k_tiles * tile_k - length,
+                                                   consumer_tidx, 256, ZERO_FILL_BARRIER)
             read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
@@ -119,6 +122,9 @@ class Consumers:
                     rows_here = rows_here * cutlass.min(k_tiles, 1)
                 if tile != cluster_idx:
                     other_turn_done.arrive_and_wait()  # the previous tile's mainloop has its stages
+                if cutlass.const_expr(self.config.zero_fill):
+                    self.zero_columns_before_group(mainloop, read, sA, sB, k_tiles * tile_k - length,
+                                                   consumer_tidx, 128, ZERO_FILL_BARRIER + turn_of)
                 read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
                                               rows_here, my_turn_done, tile + num_clusters < total_tiles)
                 if rows > m_tile * tile_m:
@@ -181,6 +187,29 @@ class Consumers:
                 read.advance()
             self.hand_over_turn(turn_done, next_turn)
         return read, release
+
+    @cute.jit
+    def zero_columns_before_group(self, mainloop, read, sA: cute.Tensor, sB: cute.Tensor, columns: cutlass.Int32,
+                                  thread: cutlass.Int32, threads: int, barrier_id: int):
+        """Ragged K, an operand K-major (`GemmConfig.zero_fill`): a group's first k-tile
+        starts `columns` (0 to 63) before the group, and such an operand's stage holds
+        the previous group's values there (TMA clips only the T-strided views). Once the
+        stage has landed, `threads` consumer threads zero those columns of every
+        K-major operand, and a barrier orders the zeros (made visible to the WGMMAs'
+        proxy) before any WGMMA reads the stage. Zeros in one operand would do for
+        finite values; in both, an inf or NaN of another group cannot reach this one."""
+        tile_m, tile_n, _ = self.tile_mnk
+        if columns > 0:
+            mainloop.consumer_wait(read)  # (the mainloop waits on it again: it stays complete)
+            zero = self.ab_dtype(0)
+            if cutlass.const_expr(self.config.a_major == "k"):
+                for i in cutlass.range(thread, tile_m * columns, threads, unroll=1):
+                    sA[(i % tile_m, i // tile_m, read.index)] = zero
+            if cutlass.const_expr(self.config.b_major == "k"):
+                for i in cutlass.range(thread, tile_n * columns, threads, unroll=1):
+                    sB[(i % tile_n, i // tile_n, read.index)] = zero
+            cute.arch.fence_proxy("async.shared", space="cta")
+            pipeline.NamedBarrier(barrier_id=barrier_id, num_threads=threads).arrive_and_wait()
 
     @cute.jit
     def hand_over_turn(self, turn_done: Optional[pipeline.NamedBarrier], next_turn: cutlass.Boolean):

@@ -63,12 +63,11 @@ class Producer:
                 # start, k coordinate kk from the group's start. The k-tiles end at the
                 # group's end, so only the first one starts before the group (at
                 # k_first <= 0), and TMA fills its negative columns with zeros.
+                # A K-major operand (T contiguous) has the plain view: column start + k_first.
                 k_tiles = (length + tile_k - 1) // tile_k
                 k_first = length - k_tiles * tile_k
-                gA = cute.local_tile(cute.domain_offset((0, k_first), mA[(None, None, start)]),
-                                     (tile_m, tile_k), (m_tile, None))
-                gB = cute.local_tile(cute.domain_offset((0, k_first), mB[(None, None, start)]),
-                                     (tile_n, tile_k), (n_tile, None))
+                gA = cute.local_tile(self.group_columns(mA, start, k_first), (tile_m, tile_k), (m_tile, None))
+                gB = cute.local_tile(self.group_columns(mB, start, k_first), (tile_n, tile_k), (n_tile, None))
                 _, tBgB_tile = cpasync.tma_partition(
                     tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
                 )
@@ -105,6 +104,14 @@ class Producer:
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    @staticmethod
+    def group_columns(view: cute.Tensor, start, k_first) -> cute.Tensor:
+        """Ragged K: an operand's (rows, K) from column k_first of the group that starts at
+        `start`: through the group mode of a T-strided view, or along T of a plain one."""
+        if cutlass.const_expr(cute.rank(view) == 3):
+            return cute.domain_offset((0, k_first), view[(None, None, start)])
+        return cute.domain_offset((0, start + k_first), view)
 
     @cute.jit
     def wait_for_group(self, counters: cute.Tensor, tiles: int, group: cutlass.Int32, rows: cutlass.Int32):

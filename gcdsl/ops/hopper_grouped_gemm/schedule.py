@@ -16,6 +16,14 @@ UNALIGNED_GROUP_MESSAGE = (
     "of the operand whose grouped mode is contiguous (a column-major `a` of 2D x 3D, a row-major `b` of "
     "3D x 2D), where TMA cannot read it: make every group's size a multiple of 8, or pass that operand "
     "with K contiguous (.contiguous())\n")
+# ... and in the grouped reduction, where a T-contiguous operand's k-tiles end at each
+# group's end: every group that has columns must end there (and so starts where an
+# earlier group ended, or at 0).
+UNALIGNED_REDUCTION_GROUP_MESSAGE = (
+    "gcdsl: grouped_mm: a group of the grouped reduction (2D x 2D) ends at a column that is not a "
+    "multiple of 16 bytes (8 of 16 bits) of an operand whose mode T is contiguous (a row-major `a`, a "
+    "column-major `b`), where TMA cannot read it: make every group's size a multiple of 8, or pass `a` "
+    "column-major and `b` row-major (as x.t() and dy of a weight gradient)\n")
 
 
 class Schedule:
@@ -31,8 +39,9 @@ class Schedule:
         read offs[G - 1] again, so they end where the last group ends and add no tile.
         Each lane scans its own groups in registers; two warp scans (a running max of
         the ends, a sum of the tiles) give it what the lanes before it hold. With an
-        M-major A a group with rows must start 16-byte aligned: otherwise the kernel
-        traps with UNALIGNED_GROUP_MESSAGE (a launch error, never a wrong result).
+        M-major A a group with rows must start 16-byte aligned, and in a grouped
+        reduction with T contiguous in an operand end so: otherwise the
+        kernel traps with the reason (a launch error, never a wrong result).
         """
         c = self.lane_groups
         lane = cute.arch.lane_idx()
@@ -59,9 +68,12 @@ class Schedule:
             lane_tiles += (end - previous + rows_per_step - 1) // rows_per_step * self.n_tiles
             ends[j] = end
             tiles[j] = lane_tiles
+            align = 128 // self.ab_dtype.width  # rows or columns of 16 bytes
             if cutlass.const_expr(self.ragged == "m" and self.config.a_major == "m"):
-                align = 128 // self.ab_dtype.width  # rows of 16 bytes
                 trap_unless(cutlass.min(previous % align, end - previous) == 0, UNALIGNED_GROUP_MESSAGE)
+            if cutlass.const_expr(self.config.zero_fill):
+                trap_unless(cutlass.min(end % align, end - previous) == 0,
+                            UNALIGNED_REDUCTION_GROUP_MESSAGE)
             previous = end
         total = lane_tiles
         for step in cutlass.range_constexpr(5):
