@@ -143,19 +143,26 @@ def test_cases_with_t_contiguous_end_groups_anywhere_and_start_empty_ones_anywhe
     check(run(a, b, ends.cpu()), a, b, ends)
 
 
-def test_cases_with_t_contiguous_trap_at_unaligned_groups_from_a_cuda_offs():
-    """The kernel checks the starts as it reads offs, and traps with the reason (which
-    ends the process's CUDA context: in a process of its own), where TMA would fault."""
+def trapped_run(problem_args: str) -> "subprocess.CompletedProcess":
+    """`run(*problem(<problem_args>))` in a process of its own (a trap ends the process's
+    CUDA context): asserts that it failed before finishing, and returns the process."""
     import subprocess
     import sys
 
     script = ("from tests.test_grouped_mm_cases import problem, run\n"
-              "a, b, ends = problem('2d3d', 'col', 'row')\n"
+              f"a, b, ends = problem({problem_args})\n"
               "run(a, b, ends)\n"
               "print('no trap')\n")
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
                           cwd=__file__.rsplit("/tests/", 1)[0])
     assert proc.returncode != 0 and "no trap" not in proc.stdout, proc.stdout[-2000:]
+    return proc
+
+
+def test_cases_with_t_contiguous_trap_at_unaligned_groups_from_a_cuda_offs():
+    """The kernel checks the starts as it reads offs, and traps with the reason (which
+    ends the process's CUDA context: in a process of its own), where TMA would fault."""
+    proc = trapped_run("'2d3d', 'col', 'row'")
     assert "not a multiple of 16 bytes (8 rows of 16 bits)" in proc.stdout, (proc.stdout + proc.stderr)[-2000:]
 
 
@@ -211,18 +218,8 @@ def test_cases_t_contiguous_reduction_refuses_unaligned_groups_from_a_cpu_offs()
 def test_cases_t_contiguous_reduction_traps_at_unaligned_groups_from_a_cuda_offs():
     """A group that ends off 16 bytes (65 columns from an aligned start): the kernel
     traps with the reason, in a process of its own."""
-    import subprocess
-    import sys
-
-    script = ("from tests.test_grouped_mm_cases import problem, run\n"
-              "a, b, ends = problem('2d2d', 'row', 'col', rows=[8, 64, 65, 8])\n"
-              "run(a, b, ends)\n"
-              "print('no trap')\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          cwd=__file__.rsplit("/tests/", 1)[0])
-    assert proc.returncode != 0 and "no trap" not in proc.stdout, proc.stdout[-2000:]
-    assert "ends at a column that is not a multiple of 16 bytes" in proc.stdout, \
-        (proc.stdout + proc.stderr)[-2000:]
+    proc = trapped_run("'2d2d', 'row', 'col', rows=[8, 64, 65, 8]")
+    assert "ends at a column that is not a multiple of 16 bytes" in proc.stdout, (proc.stdout + proc.stderr)[-2000:]
 
 
 @pytest.mark.parametrize("out_dtype", [None, torch.float32])
