@@ -1,0 +1,33 @@
+"""One W7 case through one variant, for a profiler to look at.
+
+    ncu --profile-from-start off --clock-control none \\
+        --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \\
+        python -m benchmarks.profile_w7 qwen3-30b-a3b 4096 "w13 weight grad" "gcdsl pingpong 192"
+
+Variants are W7's (`w7_training.grouped`): torch, gcdsl, quack, cooperative, and
+"gcdsl <schedule> <tile_n>" forced. The data is W7's (`w7_training.Cases`). Three calls
+(the first compiles); only the third runs inside the profiler's range, so every kernel
+the profiler reports is the variant's own.
+"""
+import sys
+
+import torch
+
+from benchmarks.moe_layer import SHAPES
+from benchmarks.w7_training import Cases, grouped
+
+
+def main(shape: str, tokens: str, case: str, variant: str) -> None:
+    c = Cases(SHAPES[shape], int(tokens))
+    a, b = c.operands[case]
+    for _ in range(2):
+        grouped(variant, a, b, c.offs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStart()
+    grouped(variant, a, b, c.offs)
+    torch.cuda.synchronize()
+    torch.cuda.cudart().cudaProfilerStop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:5])
