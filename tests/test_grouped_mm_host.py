@@ -208,6 +208,24 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
 
+def test_pick_schedule_pingpong_for_the_grouped_reduction_in_its_measured_range():
+    """Ragged K (the weight gradient): ping-pong while groups average 512 to 2047 columns,
+    the W7 points where it measured faster; cooperative for shorter and longer groups, and
+    for a tile or pairs only the cooperative schedule has."""
+    def reduction(t, groups):
+        return types.SimpleNamespace(ragged="k", total=t, n=2048, groups=groups, k=0)
+
+    assert gm.pick_schedule(reduction(4096 * 8, 32)) == "pingpong"  # DeepSeek-V3, 4,096 tokens: 1,024 a group
+    assert gm.pick_schedule(reduction(16384 * 8, 128)) == "pingpong"  # Qwen3-30B-A3B, 16,384 tokens
+    assert gm.pick_schedule(reduction(4096 * 8, 128)) == "cooperative"  # 256 a group
+    assert gm.pick_schedule(reduction(16384 * 8, 32)) == "cooperative"  # 4,096 a group
+    assert gm.pick_schedule(reduction(512 * 32, 32)) == "pingpong"
+    assert gm.pick_schedule(reduction(512 * 32 - 1, 32)) == "cooperative"
+    assert gm.pick_schedule(reduction(2048 * 32 - 1, 32)) == "pingpong"
+    assert gm.pick_schedule(reduction(2048 * 32, 32)) == "cooperative"
+    assert gm.pick_schedule(reduction(4096 * 8, 32), tile_n=256) == "cooperative"
+
+
 @pytest.mark.parametrize("tile_n", [128, 256])
 @pytest.mark.parametrize("c_name", ["BFloat16", "Float32"])
 def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):

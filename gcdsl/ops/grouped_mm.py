@@ -75,6 +75,16 @@ PINGPONG_MAX_N = 1536
 # N 2048 with K 1536 or 7168, 0.93x to 1.03x (the same `--every-config` run).
 PINGPONG_SHORT_K = 1024
 PINGPONG_SHORT_K_MAX_N = 2048
+# The grouped reduction (ragged K, the weight gradient) in ping-pong where its groups
+# average at least PINGPONG_REDUCTION_MIN_K and less than PINGPONG_REDUCTION_MAX_K
+# columns. Measured in three runs of the four W7 points (`w7_training.py --every-config`,
+# and the two weight gradients alone): at 1,024 columns a group (DeepSeek-V3 at 4,096
+# tokens, Qwen3-30B-A3B at 16,384) ping-pong 192 was 0.97x to 1.12x the cooperative
+# default, 1.05x on the median; at 256 (Qwen3-30B-A3B at 4,096: a tile's 4 k-tiles are
+# the whole ring, so its loads cannot run ahead of the other warpgroup's tile) and at
+# 4,096 (DeepSeek-V3 at 16,384: the epilogue a small share) 0.91x to 0.97x.
+PINGPONG_REDUCTION_MIN_K = 512
+PINGPONG_REDUCTION_MAX_K = 2048
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -401,8 +411,9 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
 
 def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
     """"pingpong" for ragged M with N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where
-    K <= PINGPONG_SHORT_K) and groups that average a full tile of rows, unless `tile_n`
-    or `cluster_m` asks for what only "cooperative" has."""
+    K <= PINGPONG_SHORT_K) and groups that average a full tile of rows, and for ragged K
+    with groups that average PINGPONG_REDUCTION_MIN_K to PINGPONG_REDUCTION_MAX_K
+    columns; unless `tile_n` or `cluster_m` asks for what only "cooperative" has."""
     from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
@@ -411,6 +422,9 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
     if fits and problem.ragged == "m" and problem.n <= max_n \
             and problem.total >= PINGPONG_TILE_M * problem.groups:
+        return "pingpong"
+    if fits and problem.ragged == "k" \
+            and PINGPONG_REDUCTION_MIN_K * problem.groups <= problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
         return "pingpong"
     return "cooperative"
 
