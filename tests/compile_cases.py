@@ -144,6 +144,10 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t128_g64_rk_bk": dict(ragged="k", a_major="m", b_major="k"),
     "grouped_gemm_bf16_t192_g128_rk_akbk_pingpong": dict(ragged="k", a_major="k", b_major="k", schedule="pingpong"),
     "grouped_gemm_fp16_t128_g8_batch": dict(ragged="batch", a_major="m", b_major="n"),
+    # the grouped reduction in pairs: B multicast, in both schedules (with A's first k-tiles zeroed)
+    "grouped_gemm_bf16_t256_g128_rk_pairs": dict(ragged="k", a_major="m", b_major="n"),
+    "grouped_gemm_bf16_t192_g128_rk_ak_pingpong_pairs": dict(ragged="k", a_major="k", b_major="n",
+                                                             schedule="pingpong"),
     # the ping-pong schedule: each consumer warpgroup a 128-row tile of its own
     "grouped_gemm_bf16_t192_g128_pingpong": dict(schedule="pingpong"),
     "grouped_gemm_bf16_t192_f32_g128_rk_pingpong": dict(ragged="k", a_major="m", b_major="n", schedule="pingpong"),
@@ -174,6 +178,10 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t192_g128_rk_akbk_pingpong": (("BFloat16", "BFloat16", 128, 192),
                                                          dict(n=2048, k=0, m=1536)),
         "grouped_gemm_fp16_t128_g8_batch": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),
+        "grouped_gemm_bf16_t256_g128_rk_pairs": (("BFloat16", "BFloat16", 128, 256),
+                                                 dict(n=2048, k=0, m=1536, cluster_m=2)),
+        "grouped_gemm_bf16_t192_g128_rk_ak_pingpong_pairs": (("BFloat16", "BFloat16", 128, 192),
+                                                             dict(n=2048, k=0, m=1536, cluster_m=2)),
         "grouped_gemm_bf16_t192_g128_pingpong": (("BFloat16", "BFloat16", 128, 192), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_f32_g128_rk_pingpong": (("BFloat16", "Float32", 128, 192), dict(n=2048, k=0, m=1536)),
         "grouped_gemm_fp16_t128_g8_batch_pingpong": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),

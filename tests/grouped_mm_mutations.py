@@ -97,6 +97,16 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # a staggered tile's k-tiles wrap round at K (a past-K k-tile reads TMA's zeros, and one is never read)
     "experts_stagger_without_wrap": ("                    if kk >= k_tiles:\n"
                                      "                        kk -= k_tiles\n", ""),
+    # the grouped reduction in pairs: a CTA's own M-tile, its own half of B, M-steps of two M-tiles
+    "ragged_k_pair_rank_ignored_in_pingpong": ("m_tile = m_step * self.cluster_m + rank  # (pairs",
+                                               "m_tile = m_step * self.cluster_m + 0  # (pairs"),
+    "ragged_k_pair_both_ctas_load_the_first_half_of_b": (
+        "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
+        "                    tma_b, rank,",
+        "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
+        "                    tma_b, 0,"),
+    "ragged_k_pair_m_steps_not_halved": ("m_steps = self.m_tiles // self.cluster_m",
+                                         "m_steps = self.m_tiles // 1"),
     # the combine: the slot's own row, its own weight, every column chunk
     "combine_reads_the_slot_not_its_row": ("y[(row_of[slot], (None, column))]", "y[(slot, (None, column))]"),
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
@@ -131,6 +141,9 @@ FOCUS: Dict[str, str] = {
     "ragged_k_one_column_too_few_zeroed": "t_contiguous_reduction",
     "ragged_k_group_ends_not_checked": "t_contiguous_reduction",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
+    "ragged_k_pair_rank_ignored_in_pingpong": "grouped_reduction_in_pairs",
+    "ragged_k_pair_both_ctas_load_the_first_half_of_b": "grouped_reduction_in_pairs",
+    "ragged_k_pair_m_steps_not_halved": "grouped_reduction_in_pairs",
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
     "b_majors_swapped": "every_layout and 2d3d",
     "pingpong_rows_of_a_cooperative_half": "pingpong",

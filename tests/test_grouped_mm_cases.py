@@ -253,6 +253,41 @@ def test_cases_grouped_reduction_long_groups_and_tiles():
         assert (out[1] == 0).all() and (out[5] == 0).all()
 
 
+PAIR_REDUCTIONS = [dict(schedule="cooperative", tile_n=256, n=400), dict(schedule="pingpong", tile_n=192, n=296)]
+
+
+@pytest.mark.parametrize("variant", PAIR_REDUCTIONS)
+@pytest.mark.parametrize("la, lb", LAYOUTS)
+def test_cases_grouped_reduction_in_pairs(la, lb, variant):
+    """2D x 2D in pairs of CTAs sharing B by multicast, in both schedules and every layout:
+    4 M-tiles (two pairs a group, the last M-tile of 8 rows), an N that ends in the second
+    half of a tile (where pairs can split B), groups that start and end anywhere (or on 8
+    with T contiguous), empty ones; and many k-tiles and tiles per CTA."""
+    n = variant.pop("n")
+    t_contiguous_reduction = la == "row" or lb == "col"
+    if not t_contiguous_reduction:  # groups start and end anywhere
+        a, b, ends = problem("2d2d", la, lb, m=392, n=n)
+        check(run(a, b, ends, cluster_m=2, **variant), a, b, ends)
+    a, b, ends = problem("2d2d", la, lb, rows=ALIGNED_ROWS, m=392, n=n)
+    out = run(a, b, ends, cluster_m=2, **variant)
+    check(out, a, b, ends)
+    for g in (0, 5):
+        assert (out[g] == 0).all()
+    theirs = torch._grouped_mm(a, b, offs=ends).float()
+    assert ((out.float() - theirs).abs().max() / theirs.abs().max()).item() <= 1e-2
+    a, b, ends = problem("2d2d", la, lb, rows=[1000, 0, 776, 64, 2048, 0], m=512, n=n, seed=2)
+    check(run(a, b, ends, torch.float32, cluster_m=2, **variant), a, b, ends)
+
+
+def test_cases_grouped_reduction_pairs_need_an_even_number_of_m_tiles():
+    from gcdsl import GcdslError
+
+    a, b, ends = problem("2d2d", "col", "row", m=136 + 128, n=400)  # 3 M-tiles
+    with pytest.raises(GcdslError, match="pairs with ragged K need an even number of M-tiles") as info:
+        run(a, b, ends, cluster_m=2, tile_n=256)
+    assert info.value.location.filename == __file__ and info.value.param == "cluster_m"
+
+
 def test_cases_batch_of_many_m_tiles():
     a, b, ends = problem("3d3d", "row", "col", rows=[0] * 5, m=1000, n=520, k=1024)
     check(run(a, b, ends), a, b, ends)

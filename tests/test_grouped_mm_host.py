@@ -253,8 +253,18 @@ def test_pingpong_shared_memory_and_configuration(tile_n):
     assert gemm.tile_mnk == (128, tile_n, 64) and gemm.stage_consumer_warps == 4
     assert gemm.epi_buffers == 2 * gemm.epi_stages == 4 and gemm.stage_bytes == (128 + tile_n) * 64 * 2
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448 < gemm.smem_bytes + gemm.stage_bytes
-    with pytest.raises(ValueError, match="pairs are built for the cooperative schedule only"):
+    with pytest.raises(ValueError, match="pairs with ragged M are built for the cooperative schedule only"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4608, 7168, 192, 2, schedule="pingpong")
+    # the grouped reduction has pairs in both schedules, over an even number of M-tiles
+    for schedule, tile_n in (("cooperative", 256), ("pingpong", 192)):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 2048, 0, tile_n, 2, ragged="k", a_major="m",
+                       b_major="n", m=1536, schedule=schedule)
+        with pytest.raises(ValueError, match="pairs with ragged K need an even number of M-tiles; "
+                                             "M = 1408 makes 11 of 128 rows"):
+            hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 2048, 0, tile_n, 2, ragged="k", a_major="m",
+                           b_major="n", m=1408, schedule=schedule)
+    with pytest.raises(ValueError, match="pairs are built for ragged M and ragged K only"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 2048, 1024, 256, 2, ragged="batch")
     with pytest.raises(ValueError, match=r"tile_n = 256 is not one of \(64, 128, 192\) \(pingpong schedule\)"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 256, schedule="pingpong")
     with pytest.raises(ValueError, match="schedule 'zigzag' is not one of"):

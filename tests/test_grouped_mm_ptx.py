@@ -105,6 +105,14 @@ def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case
     assert not entry.uses_local_memory() or (entry.local_memory_is_printf_only() and not entry.count("st.local"))
 
 
+def _boxes(case):
+    """TMA loads of A and of B in the code: one box per 64 contiguous elements, so a
+    K-major tile is one box and an MN-major one a box per 64 rows. (In a pair each CTA
+    loads half of every box of B: along N when B is K-major, along K when N-major.)"""
+    layout = _layout(case)
+    return (1 if layout["a_major"] == "k" else 128 // 64), (1 if layout["b_major"] == "k" else _tile_n(case) // 64)
+
+
 def _t_contiguous_reduction(layout):
     """The grouped reduction with T, its K, contiguous in A or B: first k-tiles zeroed."""
     return layout["ragged"] == "k" and "k" in (layout["a_major"], layout["b_major"])
@@ -143,9 +151,7 @@ def test_instruction_counts(compiled, case):
     assert all(re.search(r",\s*(\d),\s*(\d);?$", w.rstrip(";")).groups() == tuple(map(str, transposed))
                for w in wgmmas), wgmmas[0][-40:]
     loads = _loads(entry)
-    # one box per 64 contiguous elements: a K-major tile is one box, an MN-major one a box per 64 rows
-    boxes_a = 1 if layout["a_major"] == "k" else 128 // 64
-    boxes_b = 1 if layout["b_major"] == "k" else _tile_n(case) // 64
+    boxes_a, boxes_b = _boxes(case)
     assert len(loads) == boxes_a + boxes_b, loads
     # B has the group mode, and so has A unless ragged M; in the reduction, a K-major
     # operand has its plain 2-D view instead
@@ -164,7 +170,7 @@ def test_pairs_multicast_b_and_release_both_ctas(compiled, case):
     multicast = [i for i in _loads(entry) if "multicast::cluster" in i]
     remote_arrives = [i for i in entry.instructions("mbarrier.arrive") if "shared::cluster" in i]
     if case in PAIRS:
-        assert len(multicast) == 1 and ".3d." in multicast[0]  # B only; A stays per CTA
+        assert len(multicast) == _boxes(case)[1] and all(".3d." in i for i in multicast)  # B only; A per CTA
         assert remote_arrives and entry.count("barrier.cluster.wait") == 1
     else:
         assert not multicast and not remote_arrives and entry.count("barrier.cluster") == 0

@@ -311,16 +311,16 @@ class _Launch:
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
-        with torch.cuda.device(a.device):  # compile and load in a's device context
-            plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
+        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
                                   if problem.ragged == "m" and schedule == "cooperative"
                                   and problem.activation == "none" else 1)
-        self.kernel = plan.kernel(cluster_m)
+        with torch.cuda.device(a.device):  # compile and load in a's device context
+            self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
             bound = cluster_tile_bound(problem.total, problem.groups, problem.n, plan.tile_n, cluster_m, plan.tile_m)
-        else:
-            bound = _fixed_m_tiles(problem, plan.tile_m) * -(-problem.n // plan.tile_n)
+        else:  # every group has the same M-tiles (in pairs, an even number)
+            bound = _fixed_m_tiles(problem, plan.tile_m) // cluster_m * -(-problem.n // plan.tile_n)
         clusters = min(bound, plan.max_clusters[cluster_m])
         self.ctas = clusters * cluster_m
         # The ragged view of the output starts before it (hopper_grouped_gemm's docstring).
@@ -488,8 +488,8 @@ def _max_active_clusters(device_index: int, cluster_m: int) -> int:
 
 
 class _Plan:
-    """A configuration: its compiled kernels, cluster sizes 1 and (ragged rows, where N
-    suits pairs) 2.
+    """A configuration: its compiled kernels, cluster sizes 1 and, where the configuration
+    has pairs (`GemmConfig`'s check), 2; each compiled when first asked for.
 
     Nothing depends on `offs`: the compiled host code makes the three descriptors from
     the addresses and T at each call, and the kernel reads `offs` itself.
@@ -510,28 +510,28 @@ class _Plan:
                                 activation=problem.activation)
         self.configs = {1: single}
         self.tile_m = single.tile_m  # the schedule's
-        if single.pairs_fit and problem.ragged == "m" and schedule == "cooperative" and problem.activation == "none":
-            self.configs[2] = dataclasses.replace(single, cluster_m=2)
+        self.device_index = device.index or 0
         self.kernels, self.max_clusters = {}, {}
 
-        for cluster_m, config in self.configs.items():
+    def kernel(self, cluster_m: int) -> Any:
+        """The compiled kernel of `cluster_m` CTAs per cluster, compiled on the first call;
+        a size the configuration lacks is a gcdsl error at the caller's line that says why."""
+        import gcdsl.launch
+        from . import hopper_grouped_gemm as hgg
+
+        if cluster_m not in self.kernels:
+            try:
+                config = dataclasses.replace(self.configs[1], cluster_m=cluster_m)
+            except ValueError as exc:  # the configuration's own reason
+                fail(f"cluster_m = {cluster_m}: {str(exc).split(': ', 1)[-1]}", param="cluster_m",
+                     hint="leave cluster_m to the heuristic (None), or pass 1")
+            _make_context_current(self.device_index)
             # Through TVM-FFI: called with plain ints (addresses, extents, the stream
             # handle), converted in C rather than by the DSL's Python marshalling.
             gemm = hgg.HopperGroupedGemm(config)
             self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(gemm, *gemm.trace_args())
-            self.max_clusters[cluster_m] = _max_active_clusters(device.index or 0, cluster_m)
-
-    def kernel(self, cluster_m: int) -> Any:
-        """The compiled kernel of `cluster_m` CTAs per cluster; a size it lacks is a gcdsl
-        error at the caller's line that says why."""
-        if cluster_m not in self.kernels:
-            try:
-                dataclasses.replace(self.configs[1], cluster_m=cluster_m)
-                why = "this product is not built in clusters of that size"
-            except ValueError as exc:  # the configuration's own reason
-                why = str(exc).split(": ", 1)[-1]
-            fail(f"cluster_m = {cluster_m}: {why}", param="cluster_m",
-                 hint="leave cluster_m to the heuristic (None), or pass 1")
+            self.configs[cluster_m] = config
+            self.max_clusters[cluster_m] = _max_active_clusters(self.device_index, cluster_m)
         return self.kernels[cluster_m]
 
 
@@ -544,7 +544,6 @@ def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, til
            problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, device.index)
     plan = _PLANS.get(key)
     if plan is None:
-        _make_context_current(device.index)
         plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule)
     return plan
 

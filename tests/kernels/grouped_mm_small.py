@@ -8,8 +8,8 @@
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
 ping-pong consumers, both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
 on the same groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), the
-grouped reduction with T contiguous in both operands, and an expert layer's two GEMMs in one
-kernel. Exits 1 if a result is wrong.
+grouped reduction with T contiguous in both operands and strided, single CTAs and pairs, and an
+expert layer's two GEMMs in one kernel. Exits 1 if a result is wrong.
 """
 import sys
 
@@ -104,32 +104,37 @@ def other_cases(rows) -> bool:
         good = err <= 1e-2
         ok &= good
         print(f"{name}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
-    ok &= t_contiguous_reduction()
+    ok &= grouped_reductions()
     ok &= experts_in_one_kernel()
     return ok
 
 
-def t_contiguous_reduction() -> bool:
-    """2D x 2D with T contiguous in both operands: groups on multiples of 8 columns, whose
-    first k-tiles start before them (columns zeroed in shared memory), an empty group."""
+def grouped_reductions() -> bool:
+    """2D x 2D with T contiguous in both operands (groups on multiples of 8 columns, whose
+    first k-tiles start before them: columns zeroed in shared memory) and with T strided,
+    an empty group; single CTAs and pairs sharing B by multicast, in both schedules."""
     from gcdsl.ops.grouped_mm import grouped_mm_into
 
     rows = [8, 0, 136, 64]
     ends = torch.tensor(rows).cumsum(0).to(torch.int32).cuda()
     bounds = [0] + ends.tolist()
-    m, n, t = 136, 200, bounds[-1] + 8
-    a = torch.randn(m, t, device="cuda", dtype=torch.bfloat16)  # row-major: T contiguous
-    b = torch.randn(n, t, device="cuda", dtype=torch.bfloat16).t()  # column-major: T contiguous
-    ref = torch.stack([a[:, s:e].float() @ b[s:e].float() for s, e in zip(bounds, bounds[1:])])
+    m, n, t = 136, 360, bounds[-1] + 8  # N ends in the second half of a 128- and of a 192-wide tile
     ok = True
-    for schedule, tile_n in (("cooperative", 128), ("pingpong", 192)):
-        out = torch.full((len(rows), m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        grouped_mm_into(a, b, ends, out, tile_n=tile_n, schedule=schedule)
-        err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
-        good = err <= 1e-2 and bool((out[1] == 0).all())
-        ok &= good
-        print(f"2D x 2D, T contiguous, {schedule} {tile_n}: rel err {err:.1e} {'PASS' if good else 'FAIL'}",
-              flush=True)
+    for t_contiguous in (True, False):
+        a = torch.randn(m, t, device="cuda", dtype=torch.bfloat16)  # row-major: T contiguous
+        b = torch.randn(n, t, device="cuda", dtype=torch.bfloat16).t()  # column-major: T contiguous
+        if not t_contiguous:
+            a, b = a.t().contiguous().t(), b.contiguous()
+        ref = torch.stack([a[:, s:e].float() @ b[s:e].float() for s, e in zip(bounds, bounds[1:])])
+        for schedule, tile_n, cluster_m in (("cooperative", 128, 1), ("pingpong", 192, 1),
+                                            ("cooperative", 128, 2), ("pingpong", 192, 2)):
+            out = torch.full((len(rows), m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+            grouped_mm_into(a, b, ends, out, tile_n=tile_n, schedule=schedule, cluster_m=cluster_m)
+            err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
+            good = err <= 1e-2 and bool((out[1] == 0).all())
+            ok &= good
+            print(f"2D x 2D, T {'contiguous' if t_contiguous else 'strided'}, {schedule} {tile_n}"
+                  f"{', pairs' if cluster_m == 2 else ''}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
     return ok
 
 

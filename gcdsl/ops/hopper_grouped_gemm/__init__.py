@@ -70,10 +70,10 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
     costs half a tile of tensor-core time.
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
-N <= 1536): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
+N <= 1536, and for ragged K with groups of 512 to 2047 columns): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
 tiles in turn (`consume_pingpong`), each waiting for and releasing only its own tiles'
 stages, storing through its own sub-tile buffers with its own named barrier, so that
-one warpgroup's epilogue runs while the other's WGMMAs do. No pairs.
+one warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
 
 SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
 tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue
@@ -87,7 +87,8 @@ number of M-tiles leaves the second CTA of its last pair without rows: it takes
 part in the loads (its half of B serves its peer), skips its WGMMAs and its epilogue.
 No TMA load box lies wholly outside its tensor: such a CTA loads its group's first
 A tile, and the host uses pairs only when the last N-tile's second half of B starts
-inside B (`pairs_fit`).
+inside B (`pairs_fit`). With ragged K every group has the same M-tiles, and pairs need
+an even number of them: both CTAs of a pair always have rows.
 """
 from __future__ import annotations
 
@@ -380,7 +381,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         if cutlass.const_expr(self.ragged == "m"):
             total_tiles = tile_end[table - 1]  # in units of cluster tiles (entries past G add none)
         elif cutlass.const_expr(self.ragged == "k"):
-            total_tiles = cutlass.Int32(self.groups * self.m_tiles * self.n_tiles)  # empty groups store zeros
+            # in units of cluster tiles; empty groups store zeros
+            total_tiles = cutlass.Int32(self.groups * self.m_tiles // cluster_m * self.n_tiles)
         else:
             total_tiles = (total + tile_m - 1) // tile_m * self.n_tiles * self.groups
 
@@ -393,7 +395,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             if cutlass.const_expr(self.pingpong):
                 self.consume_pingpong(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end,
-                                      total_tiles, cluster_idx, num_clusters, tidx, warp, warpgroup_idx)
+                                      total_tiles, cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
             else:
                 self.consume(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end, total_tiles,
                              cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)

@@ -89,6 +89,7 @@ class GemmConfig:
     tile_n: int
     # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
     # and the same B tile, each loading half of it and multicasting it to both.
+    # Ragged M with the cooperative schedule; ragged K (M fixed, an even number of M-tiles).
     cluster_m: int = 1
     ragged: str = "m"
     a_major: str = "k"
@@ -133,10 +134,14 @@ class GemmConfig:
             problems.append(f"cluster_m = {self.cluster_m} is not 1 or 2")
         elif self.cluster_m == 2 and not self.pairs_fit:
             problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
-        elif self.cluster_m == 2 and self.ragged != "m":
-            problems.append("pairs are built for ragged M only")
-        elif self.cluster_m == 2 and self.schedule != "cooperative":
-            problems.append("pairs are built for the cooperative schedule only")
+        elif self.cluster_m == 2 and self.ragged == "batch":
+            problems.append("pairs are built for ragged M and ragged K only")
+        elif self.cluster_m == 2 and self.ragged == "m" and self.schedule != "cooperative":
+            problems.append("pairs with ragged M are built for the cooperative schedule only")
+        elif self.cluster_m == 2 and self.ragged == "k" and -(-self.m // self.tile_m) % 2:
+            # (a pair's second CTA past M would load a box wholly outside A)
+            problems.append(f"pairs with ragged K need an even number of M-tiles; M = {self.m} makes "
+                            f"{-(-self.m // self.tile_m)} of {self.tile_m} rows")
         if self.schedule not in SCHEDULES:
             problems.append(f"schedule {self.schedule!r} is not one of {SCHEDULES}")
         if self.ragged not in RAGGED_MODES or self.a_major not in A_MAJORS or self.b_major not in B_MAJORS:

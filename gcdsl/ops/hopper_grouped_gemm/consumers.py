@@ -80,8 +80,8 @@ class Consumers:
     def consume_pingpong(self, mainloop, tiled_mma: cute.TiledMma, tma_c: cute.CopyAtom, mC: cute.Tensor,
                          total: cutlass.Int32, sA: cute.Tensor, sB: cute.Tensor, sC: cute.Tensor,
                          tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
-                         cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32, tidx: cutlass.Int32,
-                         warp: cutlass.Int32, warpgroup_idx: cutlass.Int32):
+                         cluster_idx: cutlass.Int32, num_clusters: cutlass.Int32, rank: cutlass.Int32,
+                         tidx: cutlass.Int32, warp: cutlass.Int32, warpgroup_idx: cutlass.Int32):
         """The two consumer warpgroups, a whole tile each in turn: the CTA's tiles 0, 2,
         4, ... go to warpgroup 1 and 1, 3, 5, ... to warpgroup 2. Each waits for and
         releases only its own tiles' stages, and steps its pipeline states over the
@@ -110,7 +110,8 @@ class Consumers:
         turn = cutlass.Int32(0)
         group = cutlass.Int32(0)
         while tile < total_tiles:
-            group, m_tile, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
+            m_tile = m_step * self.cluster_m + rank  # (pairs with ragged K only: both CTAs have rows)
             rows_here = rows - m_tile * tile_m
             k_tiles = self.k_tiles
             if cutlass.const_expr(self.ragged == "k"):

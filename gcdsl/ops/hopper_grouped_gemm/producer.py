@@ -68,8 +68,8 @@ class Producer:
                 k_first = length - k_tiles * tile_k
                 gA = cute.local_tile(self.group_columns(mA, start, k_first), (tile_m, tile_k), (m_tile, None))
                 gB = cute.local_tile(self.group_columns(mB, start, k_first), (tile_n, tile_k), (n_tile, None))
-                _, tBgB_tile = cpasync.tma_partition(
-                    tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+                _, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile
+                    tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
                 )
             else:
                 gA = cute.local_tile(mA[(None, None, group)], (tile_m, tile_k), (m_tile, None))

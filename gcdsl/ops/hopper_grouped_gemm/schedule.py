@@ -107,11 +107,12 @@ class Schedule:
             return (rest % self.groups, rest // self.groups, tile % self.n_tiles, total, cutlass.Int32(0),
                     cutlass.Int32(self.k))
         if cutlass.const_expr(self.ragged == "k"):
-            group = tile // (self.m_tiles * self.n_tiles)
-            local = tile - group * (self.m_tiles * self.n_tiles)
+            m_steps = self.m_tiles // self.cluster_m  # every group has the same M-tiles (an even count in pairs)
+            group = tile // (m_steps * self.n_tiles)
+            local = tile - group * (m_steps * self.n_tiles)
             start = row_end[group]
             length = row_end[group + 1] - start
-            return group, local % self.m_tiles, local // self.m_tiles, cutlass.Int32(self.m), start, length
+            return group, local % m_steps, local // m_steps, cutlass.Int32(self.m), start, length
         while tile >= tile_end[group]:
             group += 1
         start = row_end[group]
