@@ -32,6 +32,7 @@ Method
   two variants' weight gradients are compared first (relative error <= 2e-2).
 
     python benchmarks/w7_training.py [--shapes qwen3-30b-a3b] [--tokens 4096] [--rounds 3]
+                                     [--cases "w13 weight grad,w2 weight grad"] [--every-config]
 
 Writes benchmarks/results/W7.json (machine, commit, every sample) and W7.png.
 Exit status 1 if a variant FAILED or raised.
@@ -155,7 +156,7 @@ class Cases:
 
 def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
     calls: Dict[tuple, Callable[[], Any]] = {}
-    for case in CASES:
+    for case in args.cases.split(",") if args.cases else CASES:
         a, b = c.operands[case]
         ref = reference(a, b, c.offs)
         for v in variants:
@@ -361,6 +362,7 @@ def parse_args(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=3, help="training steps per timed batch")
     p.add_argument("--no-step", action="store_true", help="time the GEMMs only")
+    p.add_argument("--cases", default="", help="comma-separated subset of " + ",".join(CASES))
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
