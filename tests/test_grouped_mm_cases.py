@@ -263,6 +263,7 @@ def test_cases_grouped_reduction_in_pairs(la, lb, variant):
     4 M-tiles (two pairs a group, the last M-tile of 8 rows), an N that ends in the second
     half of a tile (where pairs can split B), groups that start and end anywhere (or on 8
     with T contiguous), empty ones; and many k-tiles and tiles per CTA."""
+    variant = dict(variant)  # (the parameter is shared by every layout)
     n = variant.pop("n")
     t_contiguous_reduction = la == "row" or lb == "col"
     if not t_contiguous_reduction:  # groups start and end anywhere

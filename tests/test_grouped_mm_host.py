@@ -208,20 +208,28 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
 
-def test_pick_schedule_pingpong_for_the_grouped_reduction_in_its_measured_range():
-    """Ragged K (the weight gradient): ping-pong while groups average 512 to 2047 columns,
-    the W7 points where it measured faster; cooperative for shorter and longer groups, and
-    for a tile or pairs only the cooperative schedule has."""
-    def reduction(t, groups):
-        return types.SimpleNamespace(ragged="k", total=t, n=2048, groups=groups, k=0)
+def test_pick_schedule_and_pairs_for_the_grouped_reduction_in_their_measured_range():
+    """Ragged K (the weight gradient): pairs wherever they fit; ping-pong while groups
+    average less than 2,048 columns, in pairs, or at least 512 without them (the W7 points
+    where each measured faster); cooperative for longer groups, and for a tile only the
+    cooperative schedule has."""
+    def reduction(t, groups, m=1536, n=2048):
+        return types.SimpleNamespace(ragged="k", total=t, m=m, n=n, groups=groups, k=0)
 
-    assert gm.pick_schedule(reduction(4096 * 8, 32)) == "pingpong"  # DeepSeek-V3, 4,096 tokens: 1,024 a group
-    assert gm.pick_schedule(reduction(16384 * 8, 128)) == "pingpong"  # Qwen3-30B-A3B, 16,384 tokens
-    assert gm.pick_schedule(reduction(4096 * 8, 128)) == "cooperative"  # 256 a group
-    assert gm.pick_schedule(reduction(16384 * 8, 32)) == "cooperative"  # 4,096 a group
-    assert gm.pick_schedule(reduction(512 * 32, 32)) == "pingpong"
-    assert gm.pick_schedule(reduction(512 * 32 - 1, 32)) == "cooperative"
-    assert gm.pick_schedule(reduction(2048 * 32 - 1, 32)) == "pingpong"
+    qwen3_4096, deepseek_16384 = reduction(4096 * 8, 128), reduction(16384 * 8, 32, m=4096, n=7168)
+    assert gm.pick_schedule(qwen3_4096) == "pingpong"  # 256 a group, in pairs
+    assert gm.pick_reduction_cluster_m(qwen3_4096, 128, 192) == 2
+    assert gm.pick_schedule(qwen3_4096, cluster_m=1) == "cooperative"  # 256 a group, single CTAs
+    assert gm.pick_schedule(reduction(4096 * 8, 128, m=1408)) == "cooperative"  # 11 M-tiles: no pairs
+    assert gm.pick_schedule(reduction(4096 * 8, 128, n=2000)) == "cooperative"  # 2000 mod 192 = 80: no pairs
+    assert gm.pick_schedule(reduction(4096 * 8, 32, m=4096, n=7168)) == "pingpong"  # 1,024 a group
+    assert gm.pick_reduction_cluster_m(reduction(4096 * 8, 32, m=4096, n=7168), 128, 192) == 1  # 7168 mod 192 = 64
+    assert gm.pick_schedule(deepseek_16384) == "cooperative"  # 4,096 a group
+    assert gm.pick_reduction_cluster_m(deepseek_16384, 128, 256) == 2
+    for t, schedule in ((512 * 32, "pingpong"), (512 * 32 - 1, "cooperative"), (2048 * 32 - 1, "pingpong"),
+                        (2048 * 32, "cooperative")):  # without pairs (11 M-tiles)
+        assert gm.pick_schedule(reduction(t, 32, m=1408)) == schedule, t
+    assert gm.pick_schedule(reduction(2048 * 32 - 1, 32), cluster_m=2) == "pingpong"
     assert gm.pick_schedule(reduction(2048 * 32, 32)) == "cooperative"
     assert gm.pick_schedule(reduction(4096 * 8, 32), tile_n=256) == "cooperative"
 

@@ -75,14 +75,16 @@ PINGPONG_MAX_N = 1536
 # N 2048 with K 1536 or 7168, 0.93x to 1.03x (the same `--every-config` run).
 PINGPONG_SHORT_K = 1024
 PINGPONG_SHORT_K_MAX_N = 2048
-# The grouped reduction (ragged K, the weight gradient) in ping-pong where its groups
-# average at least PINGPONG_REDUCTION_MIN_K and less than PINGPONG_REDUCTION_MAX_K
-# columns. Measured in three runs of the four W7 points (`w7_training.py --every-config`,
-# and the two weight gradients alone): at 1,024 columns a group (DeepSeek-V3 at 4,096
-# tokens, Qwen3-30B-A3B at 16,384) ping-pong 192 was 0.97x to 1.12x the cooperative
-# default, 1.05x on the median; at 256 (Qwen3-30B-A3B at 4,096: a tile's 4 k-tiles are
-# the whole ring, so its loads cannot run ahead of the other warpgroup's tile) and at
-# 4,096 (DeepSeek-V3 at 16,384: the epilogue a small share) 0.91x to 0.97x.
+# The grouped reduction (ragged K, the weight gradient): ping-pong where its groups
+# average less than PINGPONG_REDUCTION_MAX_K columns and it runs in pairs (`_Launch`
+# takes pairs wherever they fit), or at least PINGPONG_REDUCTION_MIN_K without them.
+# Measured on the four W7 points (`w7_training.py --every-config --cases "w13 weight
+# grad,w2 weight grad"`): in pairs, ping-pong 192 was 1.03x to 1.13x the cooperative 256
+# at 256 and 1,024 columns a group (0.98x on DeepSeek-V3's down weights) and 0.94x to
+# 0.95x at 4,096; without pairs (three runs), 1.05x on the median at 1,024 and 0.91x to
+# 0.97x at 256, where a tile's 4 k-tiles are the whole ring. Pairs (B multicast) were
+# 0.99x to 1.04x the single CTAs in the cooperative schedule, and in ping-pong 1.02x to
+# 1.18x but for DeepSeek-V3 at 4,096 tokens' down weights (0.97x).
 PINGPONG_REDUCTION_MIN_K = 512
 PINGPONG_REDUCTION_MAX_K = 2048
 
@@ -312,6 +314,8 @@ class _Launch:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
         plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
+        if not cluster_m and problem.ragged == "k":
+            cluster_m = pick_reduction_cluster_m(problem, plan.tile_m, plan.tile_n)
         cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
                                   if problem.ragged == "m" and schedule == "cooperative"
                                   and problem.activation == "none" else 1)
@@ -412,21 +416,36 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
 def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
     """"pingpong" for ragged M with N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where
     K <= PINGPONG_SHORT_K) and groups that average a full tile of rows, and for ragged K
-    with groups that average PINGPONG_REDUCTION_MIN_K to PINGPONG_REDUCTION_MAX_K
-    columns; unless `tile_n` or `cluster_m` asks for what only "cooperative" has."""
-    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
+    with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
+    least PINGPONG_REDUCTION_MIN_K; unless `tile_n` or `cluster_m` asks for what only
+    "cooperative" has."""
+    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS, reduction_pairs_fit
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
-    fits = tile_n in (None, *PINGPONG_TILE_NS) and cluster_m in (None, 1)
+    fits = tile_n in (None, *PINGPONG_TILE_NS) and (cluster_m in (None, 1) or problem.ragged == "k")
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
     if fits and problem.ragged == "m" and problem.n <= max_n \
             and problem.total >= PINGPONG_TILE_M * problem.groups:
         return "pingpong"
-    if fits and problem.ragged == "k" \
-            and PINGPONG_REDUCTION_MIN_K * problem.groups <= problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
-        return "pingpong"
+    if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
+        in_pairs = cluster_m != 1 and reduction_pairs_fit(problem.m, problem.n, PINGPONG_TILE_M,
+                                                          tile_n or pingpong_tile_n(problem.n))
+        if in_pairs or problem.total >= PINGPONG_REDUCTION_MIN_K * problem.groups:
+            return "pingpong"
     return "cooperative"
+
+
+def pingpong_tile_n(n: int) -> int:
+    """The ping-pong schedule's default tile width."""
+    return 128 if n <= 128 else 192
+
+
+def pick_reduction_cluster_m(problem: Problem, tile_m: int, tile_n: int) -> int:
+    """The grouped reduction: pairs wherever they fit (`reduction_pairs_fit`), in either schedule."""
+    from .hopper_grouped_gemm import reduction_pairs_fit
+
+    return 2 if reduction_pairs_fit(problem.m, problem.n, tile_m, tile_n) else 1
 
 
 def pick_tiles(problem: Problem, schedule: Optional[str], tile_n: Optional[int], cluster_m: Optional[int],
@@ -440,7 +459,7 @@ def pick_tiles(problem: Problem, schedule: Optional[str], tile_n: Optional[int],
     if tile_n:
         return schedule, tile_n
     if schedule == "pingpong":
-        return schedule, 128 if problem.n <= 128 else 192
+        return schedule, pingpong_tile_n(problem.n)
     if problem.ragged == "m":
         return schedule, pick_tile_n(problem.n, problem.total, problem.groups, sms)
     tiles = _fixed_m_tiles(problem)  # every group has the same M-tiles: count them as groups of one tile each

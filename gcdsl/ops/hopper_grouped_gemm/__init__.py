@@ -70,7 +70,7 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
     costs half a tile of tensor-core time.
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
-N <= 1536, and for ragged K with groups of 512 to 2047 columns): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
+N <= 1536, and for ragged K with groups of fewer than 2,048 columns): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
 tiles in turn (`consume_pingpong`), each waiting for and releasing only its own tiles'
 stages, storing through its own sub-tile buffers with its own named barrier, so that
 one warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
@@ -107,7 +107,7 @@ from cutlass.tensor_utils import LayoutEnum
 import gcdsl
 
 from .config import (
-    GemmConfig, pairs_fit, TILE_M, TILE_K, TILE_NS, EPI_TILE,
+    GemmConfig, pairs_fit, reduction_pairs_fit, TILE_M, TILE_K, TILE_NS, EPI_TILE,
     SCHEDULES, PINGPONG_TILE_M, PINGPONG_TILE_NS, THREADS, PRODUCER_REGS, CONSUMER_REGS,
     CONSUMER_WARPS, SCHEDULE_WARP, FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, MAX_STAGES,
     HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, A_MAJORS, B_MAJORS,
@@ -120,7 +120,7 @@ from .schedule import Schedule
 
 # `hopper_grouped_gemm.X` for every name of the configuration, and the kernel class
 __all__ = [
-    "HopperGroupedGemm", "GemmConfig", "pairs_fit", "TILE_M", "TILE_K", "TILE_NS", "EPI_TILE", "SCHEDULES",
+    "HopperGroupedGemm", "GemmConfig", "pairs_fit", "reduction_pairs_fit", "TILE_M", "TILE_K", "TILE_NS", "EPI_TILE", "SCHEDULES",
     "PINGPONG_TILE_M", "PINGPONG_TILE_NS", "THREADS", "PRODUCER_REGS", "CONSUMER_REGS", "CONSUMER_WARPS",
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
     "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",

@@ -66,6 +66,12 @@ def pairs_fit(n: int, tile_n: int) -> bool:
     return n % tile_n == 0 or n % tile_n > tile_n // 2
 
 
+def reduction_pairs_fit(m: int, n: int, tile_m: int, tile_n: int) -> bool:
+    """Whether the grouped reduction (ragged K, M fixed) can run in pairs: N suits them
+    (`pairs_fit`) and M makes an even number of M-tiles, so both CTAs of a pair have rows."""
+    return pairs_fit(n, tile_n) and -(-m // tile_m) % 2 == 0
+
+
 def groups_per_lane(groups: int) -> int:
     """Groups each lane of the schedule warp reads: consecutive ones, G / 32 rounded up."""
     return -(-groups // 32)
@@ -138,7 +144,8 @@ class GemmConfig:
             problems.append("pairs are built for ragged M and ragged K only")
         elif self.cluster_m == 2 and self.ragged == "m" and self.schedule != "cooperative":
             problems.append("pairs with ragged M are built for the cooperative schedule only")
-        elif self.cluster_m == 2 and self.ragged == "k" and -(-self.m // self.tile_m) % 2:
+        elif self.cluster_m == 2 and self.ragged == "k" and not reduction_pairs_fit(self.m, self.n, self.tile_m,
+                                                                                   self.tile_n):
             # (a pair's second CTA past M would load a box wholly outside A)
             problems.append(f"pairs with ragged K need an even number of M-tiles; M = {self.m} makes "
                             f"{-(-self.m // self.tile_m)} of {self.tile_m} rows")
