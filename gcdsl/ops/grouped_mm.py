@@ -314,11 +314,7 @@ class _Launch:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
         plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
-        if not cluster_m and problem.ragged == "k":
-            cluster_m = pick_reduction_cluster_m(problem, plan.tile_m, plan.tile_n)
-        cluster_m = cluster_m or (pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
-                                  if problem.ragged == "m" and schedule == "cooperative"
-                                  and problem.activation == "none" else 1)
+        cluster_m = cluster_m or _default_cluster_m(problem, schedule, plan)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
@@ -439,6 +435,16 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
 def pingpong_tile_n(n: int) -> int:
     """The ping-pong schedule's default tile width."""
     return 128 if n <= 128 else 192
+
+
+def _default_cluster_m(problem: Problem, schedule: str, plan: "_Plan") -> int:
+    """Pairs where the measured GEMMs gained from them: ragged rows in the cooperative
+    schedule (`pick_cluster_m`), and the grouped reduction wherever they fit."""
+    if problem.ragged == "k":
+        return pick_reduction_cluster_m(problem, plan.tile_m, plan.tile_n)
+    if problem.ragged == "m" and schedule == "cooperative" and problem.activation == "none":
+        return pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
+    return 1
 
 
 def pick_reduction_cluster_m(problem: Problem, tile_m: int, tile_n: int) -> int:

@@ -70,10 +70,11 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
     costs half a tile of tensor-core time.
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
-N <= 1536, and for ragged K with groups of fewer than 2,048 columns): tiles of 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's
-tiles in turn (`consume_pingpong`), each waiting for and releasing only its own tiles'
-stages, storing through its own sub-tile buffers with its own named barrier, so that
-one warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
+N <= 1536 and for ragged K with short groups, `grouped_mm.pick_schedule`): tiles of
+128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn
+(`consume_pingpong`), each waiting for and releasing only its own tiles' stages,
+storing through its own sub-tile buffers with its own named barrier, so that one
+warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
 
 SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
 tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue
@@ -88,7 +89,10 @@ part in the loads (its half of B serves its peer), skips its WGMMAs and its epil
 No TMA load box lies wholly outside its tensor: such a CTA loads its group's first
 A tile, and the host uses pairs only when the last N-tile's second half of B starts
 inside B (`pairs_fit`). With ragged K every group has the same M-tiles, and pairs need
-an even number of them: both CTAs of a pair always have rows.
+an even number of them: both CTAs of a pair always have rows. There an N-major B is
+split along K instead: at a group's first k-tile one CTA's half may lie wholly before
+the group, at negative coordinates of the T-strided view, which TMA fills with zeros
+(and counts in the stage's bytes) like the rest of that k-tile's columns before the group.
 """
 from __future__ import annotations
 
@@ -120,7 +124,8 @@ from .schedule import Schedule
 
 # `hopper_grouped_gemm.X` for every name of the configuration, and the kernel class
 __all__ = [
-    "HopperGroupedGemm", "GemmConfig", "pairs_fit", "reduction_pairs_fit", "TILE_M", "TILE_K", "TILE_NS", "EPI_TILE", "SCHEDULES",
+    "HopperGroupedGemm", "GemmConfig", "pairs_fit", "reduction_pairs_fit", "TILE_M", "TILE_K", "TILE_NS",
+    "EPI_TILE", "SCHEDULES",
     "PINGPONG_TILE_M", "PINGPONG_TILE_NS", "THREADS", "PRODUCER_REGS", "CONSUMER_REGS", "CONSUMER_WARPS",
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
     "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",
