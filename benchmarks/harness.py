@@ -27,6 +27,15 @@ OK, FAILED, SKIPPED, ERROR = "OK", "FAILED", "SKIPPED", "ERROR"
 # ---------------------------------------------------------------------------------------
 # Statistics and timing
 # ---------------------------------------------------------------------------------------
+def rotated(items: Sequence[Any], round_index: int) -> List[Any]:
+    """`items` starting at position `round_index` (mod their count): the order of a round
+    of alternating timings. A fixed order would give each variant the same place in every
+    round, and so the same share of whatever drifts within a round (clocks, temperature)."""
+    items = list(items)
+    shift = round_index % len(items) if items else 0
+    return items[shift:] + items[:shift]
+
+
 def summarize(samples: Sequence[float]) -> Dict[str, Any]:
     s = sorted(samples)
     return {"median": statistics.median(s), "min": s[0], "max": s[-1], "n": len(s), "samples": s}

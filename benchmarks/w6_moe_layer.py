@@ -21,7 +21,8 @@ Method
   graph on its own copy of its input; replay i runs graph i % 8, so every replay has
   new routing and nothing is copied between replays (as a layer of a captured model
   step runs on what the layer before it wrote).
-- Rounds: every (shape, tokens) point times its variants in turn, `--rounds` times;
+- Rounds: every (shape, tokens) point times its variants in turn, `--rounds` times,
+  each round one variant further on (`harness.rotated`);
   the median over rounds is reported.
 - GEMMs only: device time of the two grouped GEMMs on one routed problem
   (`harness.time_device_ms`), and at 1 and 64 tokens the active experts' weight
@@ -50,7 +51,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402  (imports no DSL)
-    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms, us_per_call,
+    ERROR, FAILED, OK, SKIPPED, Report, rotated, summarize, table, time_device_ms, us_per_call,
 )
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
 from benchmarks.moe_layer import (  # noqa: E402
@@ -181,8 +182,8 @@ def host_times(variants: List[str], reps: int, rounds: int = 5) -> List[Dict[str
     for _, _, call in cases:
         for _ in range(3):
             call()
-    for _ in range(rounds):
-        for groups, v, call in cases:
+    for r in range(rounds):
+        for groups, v, call in rotated(cases, r):
             for _ in range(reps):
                 torch.cuda.synchronize()
                 t0 = time.perf_counter()
@@ -238,8 +239,8 @@ def run(args) -> Report:
                     for mode in ("eager", "graph"):
                         report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=status, detail=str(exc))
             samples: Dict[tuple, List[float]] = {key: [] for key in timers}
-            for _ in range(args.rounds):  # alternating rounds: every variant once per round
-                for key, once in timers.items():
+            for r in range(args.rounds):  # alternating rounds: every variant once per round
+                for key, once in rotated(timers.items(), r):
                     samples[key].append(once())
             for (v, mode), s in samples.items():
                 row = report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=OK,

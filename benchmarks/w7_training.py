@@ -24,7 +24,8 @@ Method
 - Every variant's result is checked against a float32 reference, group by group
   (max |out - ref| / max |ref| <= 1e-2), before it is timed.
 - Per case: device time (`harness.time_device_ms`, the stream held busy while the host
-  enqueues), `--reps` calls per round, variants in turn for `--rounds` rounds; the
+  enqueues), `--reps` calls per round, variants in turn for `--rounds` rounds, each
+  round one variant further on (`harness.rotated`); the
   median of the round medians. TFLOP/s = 2 rows N K / time.
 - Training step: the layer's forward and backward by autograd (a loss of the output's
   mean square; gradients of x, the router, w13 and w2), eager, `--steps` steps between
@@ -52,7 +53,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402
-    ERROR, FAILED, OK, SKIPPED, Report, summarize, table, time_device_ms, us_per_call,
+    ERROR, FAILED, OK, SKIPPED, Report, rotated, summarize, table, time_device_ms, us_per_call,
 )
 from benchmarks.moe_layer import (  # noqa: E402
     QUACK, SHAPES, MoEWeights, add_quack_flag, moe_forward, quack_note, route,
@@ -177,8 +178,8 @@ def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
         del ref
     medians: Dict[tuple, List[float]] = {key: [] for key in calls}
     samples: Dict[tuple, List[float]] = {key: [] for key in calls}
-    for _ in range(args.rounds):  # alternating rounds: every variant of every case once per round
-        for key, call in calls.items():
+    for r in range(args.rounds):  # alternating rounds: every variant of every case once per round
+        for key, call in rotated(calls.items(), r):
             stats = time_device_ms(call, args.reps, warmup=2)
             medians[key].append(stats["median"])
             samples[key] += stats["samples"]
@@ -231,8 +232,8 @@ def time_training_step(report: Report, shape, tokens: int, args) -> None:
         return us_per_call(lambda i: step(v, pool[i % POOL]), args.steps)
 
     samples: Dict[str, List[float]] = {v: [] for v in timers}
-    for _ in range(args.rounds):
-        for v in timers:
+    for r in range(args.rounds):
+        for v in rotated(timers, r):
             samples[v].append(once(v))
     for v, s in samples.items():
         report.add(shape=shape.name, tokens=tokens, case="training step", variant=v, status=OK,

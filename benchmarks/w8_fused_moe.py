@@ -27,7 +27,8 @@ Method
   and nothing is copied in between (the layer's inputs are where the model step before
   it left them).
   Eager: calls back to back. CUDA events
-  around `--calls` calls; variants in turn for `--rounds` rounds; the median.
+  around `--calls` calls; variants in turn for `--rounds` rounds, each round one
+  variant further on (`harness.rotated`); the median.
 - Bound: the active experts' weight bytes (those with at least one slot, from the
   routing of batch 0) over the measured device-to-device copy bandwidth, the time a
   layer bound by streaming its weights cannot beat; `vs bound` = layer time / bound,
@@ -55,7 +56,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, table, us_per_call  # noqa: E402  (imports no DSL)
+from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, rotated, table, us_per_call  # noqa: E402  (imports no DSL)
 from benchmarks.moe_layer import (  # noqa: E402
     GROUPED_MMS, QUACK, SHAPES, MoEWeights, add_quack_flag, expert_ends, moe_experts, moe_experts_reference,
     quack_note, route,
@@ -266,8 +267,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
                         report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=status,
                                    detail=str(exc)[:2000])
             samples: Dict[tuple, List[float]] = {key: [] for key in timers}
-            for _ in range(args.rounds):  # alternating rounds
-                for key, once in timers.items():
+            for r in range(args.rounds):  # alternating rounds
+                for key, once in rotated(timers.items(), r):
                     samples[key].append(once())
             for (v, mode), s in samples.items():
                 us = statistics.median(s)

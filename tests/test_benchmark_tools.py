@@ -39,6 +39,14 @@ def test_compare_directories(tmp_path):
     assert compare_ptx.compare(str(before), str(after)) == 1
 
 
+def test_rounds_rotate_the_order_of_the_variants():
+    """Each variant takes every place of a round in turn: none keeps the first (or last)."""
+    order = [harness.rotated(["torch", "gcdsl", "quack"], r) for r in range(4)]
+    assert order[:3] == [["torch", "gcdsl", "quack"], ["gcdsl", "quack", "torch"], ["quack", "torch", "gcdsl"]]
+    assert order[3] == order[0] and harness.rotated([], 2) == []
+    assert harness.rotated({"a": 1, "b": 2}.items(), 1) == [("b", 2), ("a", 1)]
+
+
 def test_results_record_the_commit_in_a_checkout():
     info = harness.machine_info()
     for key in ("gcdsl_git", "gcdsl_git_from", "nvidia_cutlass_dsl", "torch", "python", "date"):
