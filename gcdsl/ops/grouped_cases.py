@@ -43,6 +43,13 @@ OUT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 CASES = ("2d3d", "3d2d", "2d2d", "3d3d")
 
 
+def t_contiguous_reduction(ragged: str, a_major: str, b_major: str) -> bool:
+    """A grouped reduction (ragged K) with T, its K, contiguous in A or B (K-major): the
+    kernel reads such an operand through its plain view, each group's k-tiles end at the
+    group's end, and the consumers zero what a first k-tile holds from before the group."""
+    return ragged == "k" and "k" in (a_major, b_major)
+
+
 @dataclasses.dataclass(frozen=True)
 class Problem:
     """One call's case, as the kernel sees it. Depends on shapes and layouts, never on `offs`."""
@@ -83,7 +90,7 @@ class Problem:
     def ends_aligned(self) -> bool:
         """Whether a group with rows must end on `group_alignment` too: in a grouped
         reduction with T contiguous in an operand, whose k-tiles end at the group's end."""
-        return self.ragged == "k" and "k" in (self.a_major, self.b_major)
+        return t_contiguous_reduction(self.ragged, self.a_major, self.b_major)
 
     @property
     def t_contiguous_operand(self) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import cutlass
 import cutlass.pipeline as pipeline
 from ..grouped_cases import MAX_GROUPS  # a lane of the schedule warp holds G / 32 groups in registers
+from ..grouped_cases import t_contiguous_reduction
 
 TILE_M = 128
 TILE_K = 64
@@ -185,7 +186,7 @@ class GemmConfig:
         """Ragged K with T, the reduction, the contiguous mode of A or B (K-major): TMA
         cannot clip such an operand at the group's start (see `HopperGroupedGemm.operands`),
         so the consumers zero what a group's first k-tile holds from before the group."""
-        return self.ragged == "k" and "k" in (self.a_major, self.b_major)
+        return t_contiguous_reduction(self.ragged, self.a_major, self.b_major)
 
     @property
     def pairs_fit(self) -> bool:
