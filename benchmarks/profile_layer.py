@@ -32,7 +32,7 @@ GEMM_NAME = re.compile(r"grouped_mm|kernel_cutlass|cutlass|Gemm|gemm", re.IGNORE
 
 def short(name: str) -> str:
     """A kernel name without template arguments and parameter lists, at most 60 characters."""
-    name = re.sub(r"<.*", "", re.sub(r"\(.*", "", name))
+    name = re.sub(r"\(.*", "", re.sub(r"<.*", "", name.replace("(anonymous namespace)::", "")))
     return name if len(name) <= 60 else name[:57] + "..."
 
 
