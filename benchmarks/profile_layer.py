@@ -1,14 +1,21 @@
 """Where a W6 layer's or W7 step's device time goes, kernel by kernel, per grouped GEMM.
 
-    python -m benchmarks.profile_layer deepseek-v3-ep8 4096 [--step] [--variants torch,gcdsl] [--calls 10]
+    python -m benchmarks.profile_layer [--points "deepseek-v3-ep8 4096,deepseek-v3-ep8 16384 step"]
+                                       [--variants torch,gcdsl] [--calls 5] [--rounds 3]
 
-Runs the layer (`moe_layer.moe_forward`, W6's) or its training step (forward and
-backward, W7's) `--calls` times per variant on new tokens each call, under
-`torch.profiler` with CUDA activity only, after untimed warm-up calls. Prints, per
-kernel name (shortened), the device microseconds per call of every variant, the
-grouped GEMMs first, then every other kernel; the last rows are the sums. A kernel
-that costs more with one grouped GEMM than another, though it is not a GEMM, shows
-up here as a row that differs.
+Each point is a shape, a token count and optionally "step": the layer
+(`moe_layer.moe_forward`, W6's) or its training step (forward and backward of the mean
+square of its output, W7's). For each round, each variant in turn (one further on each
+round, `harness.rotated`) runs `--calls` calls on new tokens each under `torch.profiler`
+with CUDA activity only, after untimed warm-up calls. Prints, per kernel name
+(shortened), the device microseconds per call of every variant, the grouped GEMMs'
+kernels first, then every other kernel, then the sums: where one grouped GEMM makes the
+layer slower than another, this says whether in its own kernels or in the others' (the
+same kernels on the same data). Median over rounds of each kernel's time.
+
+Writes benchmarks/results/profile_layer.json. Times under the profiler are device
+times of each kernel; gaps between kernels (the host's share in eager calls) are not in
+them, which W6 and W7 measure.
 """
 from __future__ import annotations
 
@@ -16,18 +23,22 @@ import argparse
 import collections
 import os
 import re
+import statistics
 import sys
-from typing import Dict, List
+from typing import Any, Callable, Dict, List
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import table  # noqa: E402  (imports no DSL)
+from benchmarks.harness import OK, Report, rotated, table  # noqa: E402  (imports no DSL)
 from benchmarks.moe_layer import GROUPED_MMS, SHAPES, MoEWeights, moe_forward  # noqa: E402
 
-# Kernel names of the grouped GEMMs themselves: gcdsl's and quack's (CuTe DSL kernels), torch's (CUTLASS).
-GEMM_NAME = re.compile(r"grouped_mm|kernel_cutlass|cutlass|Gemm|gemm", re.IGNORECASE)
+# The grouped GEMMs' kernels: gcdsl's and quack's (CuTe DSL kernels), torch's (CUTLASS's
+# device_kernel, and the kernel that writes its per-group arguments).
+GEMM_NAME = re.compile(r"grouped_gemm|quackgemm|cutlass13device_kernel|cutlass::device_kernel"
+                       r"|prepare_grouped_gemm_data")
+POINTS = "deepseek-v3-ep8 4096,mixtral-8x7b 4096,deepseek-v3-ep8 16384 step"
 
 
 def short(name: str) -> str:
@@ -36,9 +47,9 @@ def short(name: str) -> str:
     return name if len(name) <= 60 else name[:57] + "..."
 
 
-def per_call_us(shape, tokens: int, variant: str, step: bool, calls: int) -> Dict[str, float]:
+def caller(shape, tokens: int, variant: str, step: bool) -> Callable[[int], None]:
+    """call(i): the layer (or its step) on the i-th input of a pool of four, for `variant`."""
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     w = MoEWeights.random(shape, torch.bfloat16, 0)
     if step:
@@ -57,6 +68,14 @@ def per_call_us(shape, tokens: int, variant: str, step: bool, calls: int) -> Dic
         x = x.detach().requires_grad_()
         moe_forward(x, w, shape.top_k, gmm).float().square().mean().backward()
 
+    return call
+
+
+def profiled(call: Callable[[int], None], calls: int) -> Dict[str, float]:
+    """Device microseconds per call of each kernel name over `calls` calls, after three untimed."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     for i in range(3):
         call(i)
     torch.cuda.synchronize()
@@ -73,26 +92,51 @@ def per_call_us(shape, tokens: int, variant: str, step: bool, calls: int) -> Dic
     return totals
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("shape", choices=sorted(SHAPES))
-    p.add_argument("tokens", type=int)
-    p.add_argument("--step", action="store_true", help="the training step (forward and backward), not the layer")
-    p.add_argument("--variants", default="torch,gcdsl")
-    p.add_argument("--calls", type=int, default=10)
-    args = p.parse_args(argv)
+def run(args, machine: Dict[str, Any]) -> Report:
+    import torch
+
     variants: List[str] = args.variants.split(",")
-    times = {v: per_call_us(SHAPES[args.shape], args.tokens, v, args.step, args.calls) for v in variants}
-    names = sorted({n for t in times.values() for n in t},
-                   key=lambda n: (not GEMM_NAME.search(n), -max(t.get(n, 0.0) for t in times.values())))
-    rows = [[n] + [f"{times[v].get(n, 0.0):.1f}" for v in variants] for n in names]
-    for label, pick in (("grouped GEMMs", lambda n: bool(GEMM_NAME.search(n))), ("everything else", lambda n: not GEMM_NAME.search(n)),
-                        ("all", lambda n: True)):
-        rows.append([f"sum: {label}"] + [f"{sum(t for n, t in times[v].items() if pick(n)):.1f}" for v in variants])
-    what = "training step" if args.step else "layer"
-    print(f"{args.shape}, {args.tokens} tokens, {what}: device us per call by kernel")
-    print(table(["kernel"] + variants, rows))
-    return 0
+    report = Report("profile_layer", "W6 layers and W7 steps, device time by kernel for each grouped GEMM",
+                    config={"calls": args.calls, "rounds": args.rounds, "variants": variants})
+    for point in args.points.split(","):
+        name, tokens, *what = point.split()
+        step = what == ["step"]
+        callers = {v: caller(SHAPES[name], int(tokens), v, step) for v in variants}
+        samples: Dict[str, List[Dict[str, float]]] = {v: [] for v in variants}
+        for r in range(args.rounds):
+            for v in rotated(variants, r):
+                samples[v].append(profiled(callers[v], args.calls))
+        names = sorted({n for s in samples.values() for t in s for n in t},
+                       key=lambda n: (not GEMM_NAME.search(n), -max(t.get(n, 0.0) for s in samples.values()
+                                                                    for t in s)))
+        times = {v: {n: statistics.median(t.get(n, 0.0) for t in samples[v]) for n in names} for v in variants}
+        sums = {}
+        for label, pick in (("grouped GEMMs", lambda n: bool(GEMM_NAME.search(n))),
+                            ("everything else", lambda n: not GEMM_NAME.search(n)), ("all", lambda n: True)):
+            sums[label] = {v: sum(t for n, t in times[v].items() if pick(n)) for v in variants}
+        what = "training step" if step else "layer"
+        print(f"\n{name}, {tokens} tokens, {what}: device us per call by kernel (median of {args.rounds} rounds)")
+        rows = [[n] + [f"{times[v][n]:.1f}" for v in variants] for n in names]
+        rows += [[f"sum: {label}"] + [f"{s[v]:.1f}" for v in variants] for label, s in sums.items()]
+        print(table(["kernel"] + variants, rows), flush=True)
+        for v in variants:
+            report.add(shape=name, tokens=int(tokens), case=what, variant=v, status=OK, kernels_us=times[v],
+                       gemm_us=sums["grouped GEMMs"][v], other_us=sums["everything else"][v], us=sums["all"][v],
+                       rounds=[sum(t.values()) for t in samples[v]])
+        del callers
+        torch.cuda.empty_cache()
+    return report
+
+
+def main(argv=None) -> int:
+    from benchmarks import harness
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--points", default=POINTS, help='comma-separated "shape tokens [step]"')
+    p.add_argument("--variants", default="torch,gcdsl")
+    p.add_argument("--calls", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    return harness.main_on_gpu("profile_layer", run, p.parse_args(argv))
 
 
 if __name__ == "__main__":
