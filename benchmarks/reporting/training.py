@@ -45,6 +45,13 @@ def targets(results: Results) -> List[Dict[str, Any]]:
             for peer in PEERS for (s, t, case), x in ratios(results, peer).items()]
 
 
+def outside_gemms(results: Results, shape: str, tokens: int, variant: str) -> Optional[float]:
+    """The step's time less its six GEMMs' times as measured alone: what it spends elsewhere."""
+    step = _us(results, shape, tokens, STEP, variant)
+    gemms = [_us(results, shape, tokens, case, variant) for case in cases(results) if case != STEP]
+    return step - sum(gemms) if step and gemms and all(gemms) else None
+
+
 def region_w7(results: Results) -> Optional[str]:
     if "W7" not in results:
         return None
@@ -83,6 +90,13 @@ def region_w7(results: Results) -> Optional[str]:
     if step:
         lines.append(f"The training step runs at {span(list(step.values()), ratio)} torch's speed "
                      f"(aim: {ratio(STEP_AIM)}).")
+        outside = [(s, t, outside_gemms(results, s, t, "torch"), outside_gemms(results, s, t, "gcdsl"))
+                   for s, t in points(results)]
+        outside = [f"{s}, {t} tokens: {f0(theirs)} us with torch, {f0(ours)} with gcdsl" for s, t, theirs, ours
+                   in outside if theirs is not None and ours is not None]
+        if outside:
+            lines.append("Outside its six GEMMs (the step's time less theirs, each measured alone) the step spends "
+                         f"{listing(outside)}.")
     return "\n".join(lines)
 
 
