@@ -13,6 +13,11 @@ kernels first, then every other kernel, then the sums: where one grouped GEMM ma
 layer slower than another, this says whether in its own kernels or in the others' (the
 same kernels on the same data). Median over rounds of each kernel's time.
 
+With `--clocks S`, each variant of each round also runs its calls for S seconds
+untimed while `nvidia-smi` samples the SM clock and the board's power every 20 ms:
+the medians over that window, per variant, say whether one grouped GEMM leaves the GPU
+at other clocks than another for the kernels around it.
+
 Writes benchmarks/results/profile_layer.json. Times under the profiler are device
 times of each kernel; gaps between kernels (the host's share in eager calls) are not in
 them, which W6 and W7 measure.
@@ -21,11 +26,15 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import os
 import re
 import statistics
+import subprocess
 import sys
-from typing import Any, Callable, Dict, List
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
@@ -92,20 +101,75 @@ def profiled(call: Callable[[int], None], calls: int) -> Dict[str, float]:
     return totals
 
 
+class Clocks:
+    """`nvidia-smi` sampling the SM clock (MHz) and power (W) every 20 ms while it runs."""
+
+    def __init__(self) -> None:
+        self.log = tempfile.NamedTemporaryFile("w+", suffix=".csv", delete=False)
+        self.proc = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,clocks.sm,power.draw",
+                                      "--format=csv,noheader,nounits", "-lms", "20"],
+                                     stdout=self.log, stderr=subprocess.DEVNULL)
+
+    def samples(self) -> List[Tuple[float, float, float]]:
+        """(seconds since the epoch, MHz, W) of every sample so far."""
+        out = []
+        with open(self.log.name) as f:
+            for line in f:
+                try:
+                    stamp, mhz, watts = (c.strip() for c in line.split(","))
+                    when = datetime.datetime.strptime(stamp, "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                    out.append((when, float(mhz), float(watts)))
+                except ValueError:
+                    continue
+        return out
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait()
+        os.unlink(self.log.name)
+
+
+def clocks_while(call: Callable[[int], None], seconds: float) -> Tuple[float, float]:
+    """The wall-clock window (start, end) of `call`s issued for `seconds`, the GPU idle after."""
+    import torch
+
+    torch.cuda.synchronize()
+    start, i = time.time(), 0
+    while time.time() - start < seconds:
+        call(i)
+        i += 1
+    torch.cuda.synchronize()
+    return start, time.time()
+
+
+def window_medians(samples, window) -> Optional[Tuple[float, float]]:
+    inside = [(mhz, watts) for when, mhz, watts in samples if window[0] <= when <= window[1]]
+    if not inside:
+        return None
+    return statistics.median(m for m, _ in inside), statistics.median(w for _, w in inside)
+
+
 def run(args, machine: Dict[str, Any]) -> Report:
     import torch
 
     variants: List[str] = args.variants.split(",")
     report = Report("profile_layer", "W6 layers and W7 steps, device time by kernel for each grouped GEMM",
-                    config={"calls": args.calls, "rounds": args.rounds, "variants": variants})
+                    config={"calls": args.calls, "rounds": args.rounds, "variants": variants,
+                            "clock_seconds": args.clocks})
+    clocks = Clocks() if args.clocks else None
     for point in args.points.split(","):
         name, tokens, *what = point.split()
         step = what == ["step"]
         callers = {v: caller(SHAPES[name], int(tokens), v, step) for v in variants}
         samples: Dict[str, List[Dict[str, float]]] = {v: [] for v in variants}
+        windows: Dict[str, List[Tuple[float, float]]] = {v: [] for v in variants}
         for r in range(args.rounds):
             for v in rotated(variants, r):
                 samples[v].append(profiled(callers[v], args.calls))
+                if clocks:
+                    windows[v].append(clocks_while(callers[v], args.clocks))
+        sampled = clocks.samples() if clocks else []
+        held = {v: [m for m in (window_medians(sampled, w) for w in windows[v]) if m] for v in variants}
         names = sorted({n for s in samples.values() for t in s for n in t},
                        key=lambda n: (not GEMM_NAME.search(n), -max(t.get(n, 0.0) for s in samples.values()
                                                                     for t in s)))
@@ -118,13 +182,21 @@ def run(args, machine: Dict[str, Any]) -> Report:
         print(f"\n{name}, {tokens} tokens, {what}: device us per call by kernel (median of {args.rounds} rounds)")
         rows = [[n] + [f"{times[v][n]:.1f}" for v in variants] for n in names]
         rows += [[f"sum: {label}"] + [f"{s[v]:.1f}" for v in variants] for label, s in sums.items()]
+        if clocks:
+            rows += [["SM clock (MHz), median of rounds"] + [
+                f"{statistics.median(m for m, _ in held[v]):.0f}" if held[v] else "-" for v in variants]]
+            rows += [["power (W), median of rounds"] + [
+                f"{statistics.median(w for _, w in held[v]):.0f}" if held[v] else "-" for v in variants]]
         print(table(["kernel"] + variants, rows), flush=True)
         for v in variants:
             report.add(shape=name, tokens=int(tokens), case=what, variant=v, status=OK, kernels_us=times[v],
                        gemm_us=sums["grouped GEMMs"][v], other_us=sums["everything else"][v], us=sums["all"][v],
-                       rounds=[sum(t.values()) for t in samples[v]])
+                       rounds=[sum(t.values()) for t in samples[v]],
+                       sm_mhz_rounds=[m for m, _ in held[v]], power_w_rounds=[w for _, w in held[v]])
         del callers
         torch.cuda.empty_cache()
+    if clocks:
+        clocks.stop()
     return report
 
 
@@ -136,6 +208,8 @@ def main(argv=None) -> int:
     p.add_argument("--variants", default="torch,gcdsl")
     p.add_argument("--calls", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--clocks", type=float, default=0.0, metavar="S",
+                   help="also run each variant S seconds a round with nvidia-smi sampling SM clock and power")
     return harness.main_on_gpu("profile_layer", run, p.parse_args(argv))
 
 
