@@ -8,7 +8,8 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, grid_constant), written by the benchmarks, and
+- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, grid_constant, profile_layer), written by the
+  benchmarks, and
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
   and `w7_training.py` kept beside W8.json and W7.json;
@@ -90,6 +91,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W5-targets": grouped_gemm.region_w5_targets,
     "W6": moe_layer.region_w6,
     "W7": training.region_w7,
+    "profile-layer": training.region_profile_layer,
     "W8": fused_moe.region_w8,
     "W8-phases": fused_moe.region_w8_phases,
     "W8-instances": fused_moe.region_w8_instances,

@@ -116,3 +116,38 @@ def readme_sentences(results: Results) -> List[str]:
     if step:
         text += f" The whole step runs at {span(list(step.values()), ratio)} the speed of torch's."
     return [text]
+
+
+def region_profile_layer(results: Results) -> Optional[str]:
+    """`profile_layer.json`: W6 layers and a W7 step kernel by kernel, torch's grouped GEMM
+    against gcdsl's; the GEMMs' kernels, every other kernel, and the clocks they ran at."""
+    if "profile_layer" not in results:
+        return None
+    data = results["profile_layer"]
+    commit = data["machine"].get("gcdsl_git", "?")
+    rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in data["results"] if ok(r)}
+    points = list(dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in data["results"]))
+    table = []
+    for s, t, case in points:
+        theirs, ours = rows.get((s, t, case, "torch")), rows.get((s, t, case, "gcdsl"))
+        if not (theirs and ours):
+            continue
+
+        def median(r, key):
+            values = sorted(r.get(key) or [])
+            return f0(values[len(values) // 2]) if values else "-"
+
+        table.append([s, str(t), case,
+                      f0(theirs["gemm_us"]), f0(ours["gemm_us"]), ratio(theirs["gemm_us"] / ours["gemm_us"]),
+                      f0(theirs["other_us"]), f0(ours["other_us"]), ratio(theirs["other_us"] / ours["other_us"]),
+                      median(theirs, "sm_mhz_rounds"), median(ours, "sm_mhz_rounds"),
+                      median(theirs, "power_w_rounds"), median(ours, "power_w_rounds")])
+    config = data["config"]
+    return "\n".join([
+        f"Command: `python -m benchmarks.profile_layer --clocks {config.get('clock_seconds')}` (at `{commit}`): "
+        "device microseconds per call under `torch.profiler`, the layer's or step's grouped GEMM kernels and every "
+        f"other kernel summed, median of {config.get('rounds')} rounds of {config.get('calls')} calls, the variants "
+        "in a rotated order; the SM clock and the board's power are nvidia-smi's medians over each variant's "
+        "rounds (each round's median while the variant ran its calls again). Ratio = torch / gcdsl:", "",
+        md_table(["shape", "tokens", "what", "GEMMs, torch", "GEMMs, gcdsl", "ratio", "other kernels, torch",
+                  "other kernels, gcdsl", "ratio", "MHz, torch", "MHz, gcdsl", "W, torch", "W, gcdsl"], table)])
