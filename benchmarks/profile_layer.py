@@ -157,9 +157,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
                     config={"calls": args.calls, "rounds": args.rounds, "variants": variants,
                             "clock_seconds": args.clocks})
     clocks = Clocks() if args.clocks else None
-    for point in args.points.split(","):
-        name, tokens, *what = point.split()
-        step = what == ["step"]
+    for name, tokens, step in args.points:
         callers = {v: caller(SHAPES[name], int(tokens), v, step) for v in variants}
         samples: Dict[str, List[Dict[str, float]]] = {v: [] for v in variants}
         windows: Dict[str, List[Tuple[float, float]]] = {v: [] for v in variants}
@@ -200,11 +198,24 @@ def run(args, machine: Dict[str, Any]) -> Report:
     return report
 
 
+def points(text: str) -> List[Tuple[str, int, bool]]:
+    """`--points`: (shape, tokens, whether the training step) for each comma-separated point."""
+    out = []
+    for point in text.split(","):
+        words = point.split()
+        if not (2 <= len(words) <= 3 and words[0] in SHAPES and words[1].isdigit() and int(words[1]) > 0
+                and words[2:] in ([], ["step"])):
+            raise argparse.ArgumentTypeError(f"{point.strip()!r}: expected \"shape tokens [step]\" with a shape "
+                                             f"of {', '.join(SHAPES)} and a positive token count")
+        out.append((words[0], int(words[1]), words[2:] == ["step"]))
+    return out
+
+
 def main(argv=None) -> int:
     from benchmarks import harness
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--points", default=POINTS, help='comma-separated "shape tokens [step]"')
+    p.add_argument("--points", default=POINTS, type=points, help='comma-separated "shape tokens [step]"')
     p.add_argument("--variants", default="torch,gcdsl")
     p.add_argument("--calls", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
