@@ -92,10 +92,10 @@ def region_w7(results: Results) -> Optional[str]:
                      f"(aim: {ratio(STEP_AIM)}).")
         outside = [(s, t, outside_gemms(results, s, t, "torch"), outside_gemms(results, s, t, "gcdsl"))
                    for s, t in points(results)]
-        outside = [f"{s}, {t} tokens: {f0(theirs)} us with torch, {f0(ours)} with gcdsl" for s, t, theirs, ours
-                   in outside if theirs is not None and ours is not None]
+        outside = [f"{s}, {t} tokens: {f0(theirs)} us with torch against {f0(ours)} with gcdsl"
+                   for s, t, theirs, ours in outside if theirs is not None and ours is not None]
         if outside:
-            lines.append("Outside its six GEMMs (the step's time less theirs, each measured alone) the step spends "
+            lines.append("What the step spends outside its six GEMMs (its time less theirs, each measured alone): "
                          f"{listing(outside)}.")
     return "\n".join(lines)
 
