@@ -1,7 +1,7 @@
 """Where a W6 layer's or W7 step's device time goes, kernel by kernel, per grouped GEMM.
 
     python -m benchmarks.profile_layer [--points "deepseek-v3-ep8 4096,deepseek-v3-ep8 16384 step"]
-                                       [--variants torch,gcdsl] [--calls 5] [--rounds 3]
+                                       [--variants torch,gcdsl] [--calls 5] [--rounds 3] [--clocks S]
 
 Each point is a shape, a token count and optionally "step": the layer
 (`moe_layer.moe_forward`, W6's) or its training step (forward and backward of the mean
