@@ -118,6 +118,12 @@ def readme_sentences(results: Results) -> List[str]:
     return [text]
 
 
+def median(row: Dict[str, Any], key: str) -> str:
+    """The median of a row's per-round samples under `key`, or "-" without any."""
+    values = sorted(row.get(key) or [])
+    return f0(values[len(values) // 2]) if values else "-"
+
+
 def region_profile_layer(results: Results) -> Optional[str]:
     """`profile_layer.json`: W6 layers and a W7 step kernel by kernel, torch's grouped GEMM
     against gcdsl's; the GEMMs' kernels, every other kernel, and the clocks they ran at."""
@@ -132,11 +138,6 @@ def region_profile_layer(results: Results) -> Optional[str]:
         theirs, ours = rows.get((s, t, case, "torch")), rows.get((s, t, case, "gcdsl"))
         if not (theirs and ours):
             continue
-
-        def median(r, key):
-            values = sorted(r.get(key) or [])
-            return f0(values[len(values) // 2]) if values else "-"
-
         table.append([s, str(t), case,
                       f0(theirs["gemm_us"]), f0(ours["gemm_us"]), ratio(theirs["gemm_us"] / ours["gemm_us"]),
                       f0(theirs["other_us"]), f0(ours["other_us"]), ratio(theirs["other_us"] / ours["other_us"]),
