@@ -311,7 +311,7 @@ def test_a_cluster_size_the_plan_lacks_is_an_error_at_the_callers_line():
 
     def plan(**options):
         config = hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, options.pop("n", 264), 64, 64, **options)
-        return types.SimpleNamespace(configs={1: config}, kernels={1: "the kernel"})
+        return types.SimpleNamespace(single=config, kernels={1: "the kernel"})
 
     assert gm._Plan.kernel(plan(), 1) == "the kernel"
     with pytest.raises(GcdslError) as ragged_n:

@@ -415,7 +415,7 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
     least PINGPONG_REDUCTION_MIN_K; unless `tile_n` or `cluster_m` asks for what only
     "cooperative" has."""
-    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS, reduction_pairs_fit
+    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
@@ -425,8 +425,8 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
             and problem.total >= PINGPONG_TILE_M * problem.groups:
         return "pingpong"
     if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
-        in_pairs = cluster_m != 1 and reduction_pairs_fit(problem.m, problem.n, PINGPONG_TILE_M,
-                                                          tile_n or pingpong_tile_n(problem.n))
+        in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M,
+                                                               tile_n or pingpong_tile_n(problem.n)) == 2
         if in_pairs or problem.total >= PINGPONG_REDUCTION_MIN_K * problem.groups:
             return "pingpong"
     return "cooperative"
@@ -533,7 +533,7 @@ class _Plan:
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule,
                                 activation=problem.activation)
-        self.configs = {1: single}
+        self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0
         self.kernels, self.max_clusters = {}, {}
@@ -546,7 +546,7 @@ class _Plan:
 
         if cluster_m not in self.kernels:
             try:
-                config = dataclasses.replace(self.configs[1], cluster_m=cluster_m)
+                config = dataclasses.replace(self.single, cluster_m=cluster_m)
             except ValueError as exc:  # the configuration's own reason
                 fail(f"cluster_m = {cluster_m}: {str(exc).split(': ', 1)[-1]}", param="cluster_m",
                      hint="leave cluster_m to the heuristic (None), or pass 1")
@@ -555,7 +555,6 @@ class _Plan:
             # handle), converted in C rather than by the DSL's Python marshalling.
             gemm = hgg.HopperGroupedGemm(config)
             self.kernels[cluster_m] = gcdsl.launch.compile_tvm_ffi(gemm, *gemm.trace_args())
-            self.configs[cluster_m] = config
             self.max_clusters[cluster_m] = _max_active_clusters(self.device_index, cluster_m)
         return self.kernels[cluster_m]
 
