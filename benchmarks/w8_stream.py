@@ -28,7 +28,10 @@ from .harness import OK, Report, main_on_gpu, print_header, table, time_device_m
 
 # (name, K): the reduction length of W8's weights, which sets the row stride
 SHAPES = (("qwen3 w1", 2048), ("deepseek-v3 w1", 7168))
-BOXES = ((128, 64), (256, 64), (64, 128), (128, 128))
+BOXES = ((128, 64), (64, 128), (256, 64), (128, 128))
+# A's rows: 0, no A; else each stage also loads a 128-row box of an (a_rows, K) A from its
+# first row, as the expert kernel's A tile of an expert with a_rows rows (TMA zero-fills the rest)
+A_ROWS = (0, 8)
 STAGES = (4, 6, 8, 12)
 CTAS = (96, 132)
 TILE_ROWS = 128
@@ -48,28 +51,36 @@ def _kernel_module():
     class Stream:
         """CTA c streams weight rows [c T 128, (c + 1) T 128) of `w`, T = `tiles`, box by box."""
 
-        def __init__(self, box: Tuple[int, int], stages: int, k: int) -> None:
-            self.box, self.stages, self.k = box, stages, k
-            self.stage_bytes = box[0] * box[1] * 2
+        def __init__(self, box: Tuple[int, int], stages: int, k: int, with_a: bool = False) -> None:
+            self.box, self.stages, self.k, self.with_a = box, stages, k, with_a
+            self.stage_bytes = (box[0] + (TILE_ROWS if with_a else 0)) * box[1] * 2
 
         @cute.jit
-        def __call__(self, w: cute.Tensor, tiles: cutlass.Int32, stream):
+        def __call__(self, w: cute.Tensor, a: cute.Tensor, tiles: cutlass.Int32, stream):
             rows, cols = self.box
             smem = sm90.make_smem_layout_b(LayoutEnum.ROW_MAJOR, (64, rows, cols), cutlass.BFloat16, self.stages)
             tma, coords = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), w,
                                                       cute.slice_(smem, (None, None, 0)), (rows, cols))
+            a_smem = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (TILE_ROWS, rows, cols), cutlass.BFloat16,
+                                             self.stages)
+            tma_a, coords_a = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), a,
+                                                          cute.slice_(a_smem, (None, None, 0)), (TILE_ROWS, cols))
             ctas = w.shape[0] // (tiles * TILE_ROWS)
 
             @cute.struct
             class Storage:
                 barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
                 ring: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16, cute.cosize(smem)], 1024]
+                ring_a: cute.struct.Align[cute.struct.MemRange[cutlass.BFloat16,
+                                                               cute.cosize(a_smem) if self.with_a else 8], 1024]
 
             self.storage = Storage
-            self.kernel(tma, coords, smem, tiles).launch(grid=(ctas, 1, 1), block=(64, 1, 1), stream=stream)
+            self.kernel(tma, coords, smem, tma_a, coords_a, a_smem, tiles).launch(
+                grid=(ctas, 1, 1), block=(64, 1, 1), stream=stream)
 
         @cute.kernel
-        def kernel(self, tma: cute.CopyAtom, mW: cute.Tensor, smem: cute.ComposedLayout, tiles: cutlass.Int32):
+        def kernel(self, tma: cute.CopyAtom, mW: cute.Tensor, smem: cute.ComposedLayout, tma_a: cute.CopyAtom,
+                   mA: cute.Tensor, a_smem: cute.ComposedLayout, tiles: cutlass.Int32):
             rows, cols = self.box
             warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             bidx, _, _ = cute.arch.block_idx()
@@ -83,6 +94,11 @@ def _kernel_module():
             gW = cute.local_tile(mW, (rows, cols), (None, None))
             tWsW, tWgW = cpasync.tma_partition(tma, 0, cute.make_layout(1), cute.group_modes(sW, 0, 2),
                                                cute.group_modes(gW, 0, 2))
+            if cutlass.const_expr(self.with_a):
+                sA = storage.ring_a.get_tensor(a_smem.outer, swizzle=a_smem.inner)
+                gA = cute.local_tile(mA, (TILE_ROWS, cols), (0, None))
+                tAsA, tAgA = cpasync.tma_partition(tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2),
+                                                   cute.group_modes(gA, 0, 2))
             row_boxes = tiles * TILE_ROWS // rows
             k_boxes = self.k // cols
             loads = row_boxes * k_boxes
@@ -93,6 +109,9 @@ def _kernel_module():
                     r = bidx * row_boxes + i // k_boxes
                     cute.copy(tma, tWgW[(None, r, i % k_boxes)], tWsW[(None, state.index)],
                               tma_bar_ptr=ring.producer_get_barrier(state))
+                    if cutlass.const_expr(self.with_a):
+                        cute.copy(tma_a, tAgA[(None, i % k_boxes)], tAsA[(None, state.index)],
+                                  tma_bar_ptr=ring.producer_get_barrier(state))
                     state.advance()
                 ring.producer_tail(state)
             else:
@@ -107,12 +126,11 @@ def _kernel_module():
 
 def variants(args) -> List[Dict[str, Any]]:
     out = []
-    for (name, k), box, stages, ctas in itertools.product(SHAPES, BOXES, STAGES, CTAS):
-        if stages * box[0] * box[1] * 2 > SMEM_LIMIT or k % box[1]:
-            continue
-        for tiles in args.tiles:
-            if box[0] <= tiles * TILE_ROWS:
-                out.append(dict(shape=name, k=k, box=list(box), stages=stages, ctas=ctas, tiles=tiles))
+    for (name, k), box, stages, ctas, tiles, a_rows in itertools.product(
+            SHAPES, BOXES, STAGES, CTAS, args.tiles, A_ROWS):
+        stage_bytes = (box[0] + (TILE_ROWS if a_rows else 0)) * box[1] * 2
+        if stages * stage_bytes <= SMEM_LIMIT and k % box[1] == 0 and box[0] <= tiles * TILE_ROWS:
+            out.append(dict(shape=name, k=k, box=list(box), stages=stages, ctas=ctas, tiles=tiles, a_rows=a_rows))
     return out
 
 
@@ -136,27 +154,29 @@ def run(args, machine) -> Report:
         views = [from_dlpack(pool[i * size: (i + 1) * size].view(rows, v["k"]), assumed_align=16)
                  .mark_compact_shape_dynamic(mode=0, divisibility=TILE_ROWS)
                  for i in range(min(copies * largest // size, 64))]
-        key = ("stream", tuple(v["box"]), v["stages"], v["k"])
-        kernel = Stream(tuple(v["box"]), v["stages"], v["k"])
+        a = from_dlpack(torch.randn(max(v["a_rows"], 1), v["k"], device="cuda").to(torch.bfloat16), assumed_align=16)
+        key = ("stream", tuple(v["box"]), v["stages"], v["k"], v["a_rows"] > 0)
+        kernel = Stream(tuple(v["box"]), v["stages"], v["k"], with_a=v["a_rows"] > 0)
         tiles = common.i32(v["tiles"])
-        compiled = common.compile_once(key, kernel, views[0], tiles, common.stream())
+        compiled = common.compile_once(key, kernel, views[0], a, tiles, common.stream())
         st = common.stream()
         turn = itertools.count()
-        stats = time_device_ms(lambda: compiled(views[next(turn) % len(views)], tiles, st), args.reps, 3)
+        stats = time_device_ms(lambda: compiled(views[next(turn) % len(views)], a, tiles, st), args.reps, 3)
         gbps = size * 2 / (stats["median"] * 1e-3) / 1e9
         row = report.add(status=OK, gbps=gbps, per_cta_gbps=gbps / v["ctas"], ms=stats, **v)
         print(f"  {v['shape']:<15} box {v['box'][0]:>3}x{v['box'][1]:<3} stages {v['stages']:>2} "
               f"in flight {v['stages'] * v['box'][0] * v['box'][1] * 2 // 1024:>3} KiB  ctas {v['ctas']:>3} "
-              f"tiles {v['tiles']:>2}: {gbps:7.0f} GB/s ({row['per_cta_gbps']:.1f} per CTA)", flush=True)
+              f"tiles {v['tiles']:>2} A rows {v['a_rows']}: {gbps:7.0f} GB/s ({row['per_cta_gbps']:.1f} per CTA)", flush=True)
     _print(report)
     return report
 
 
 def _print(report: Report) -> None:
     print_header("GB/s of weights streamed, median")
-    rows = sorted(report.rows, key=lambda r: (r["shape"], r["ctas"], r["tiles"], -r["gbps"]))
-    print(table(["shape", "ctas", "tiles", "box", "stages", "KiB in flight", "GB/s", "per CTA"],
-                [[r["shape"], r["ctas"], r["tiles"], f"{r['box'][0]}x{r['box'][1]}", r["stages"],
+    rows = sorted(report.rows, key=lambda r: (r["shape"], r["ctas"], r["tiles"], r["a_rows"], -r["gbps"]))
+    print(table(["shape", "ctas", "tiles", "A rows", "box", "stages", "KiB of weights in flight", "GB/s",
+                 "per CTA"],
+                [[r["shape"], r["ctas"], r["tiles"], r["a_rows"], f"{r['box'][0]}x{r['box'][1]}", r["stages"],
                   r["stages"] * r["box"][0] * r["box"][1] * 2 // 1024, f"{r['gbps']:.0f}",
                   f"{r['per_cta_gbps']:.1f}"] for r in rows]))
 
