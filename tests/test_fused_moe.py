@@ -120,8 +120,9 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
                                            ("moe_experts_e8_h4096_i14336_t256_split4", 16),
                                            ("moe_experts_e8_h4096_i14336_t256_split4_stagger", 16)])
-def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
-    """Both GEMMs in one kernel: six TMA descriptors in parameter space, none rewritten, no
+def test_megakernel_is_one_kernel_with_eight_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
+    """Both GEMMs in one kernel: eight TMA descriptors in parameter space (each GEMM's A
+    in whole tiles and in short boxes, w1, act stored, w2, y), none rewritten, no
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
     one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
     storing thread waits for its stores to be written, fences the proxies, then counts
@@ -130,7 +131,7 @@ def test_megakernel_is_one_kernel_with_six_descriptors_and_ordered_hand_offs(exp
 
     text = experts_kernels.ptx(case)
     entry = ptx.single_entry(text)
-    assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 6
+    assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 8
     assert "tensormap.replace" not in text and "fence.proxy.tensormap" not in text
     # the one local buffer is the empty argument list of the wait's trap message, never read or written
     assert re.findall(r"\.local \.align \d+ \.b8\s+\w+\[(\d+)\]", text) == ["8"]

@@ -1,8 +1,11 @@
 """The Hopper grouped GEMM compiled for sm_90a without a GPU: what its PTX and SASS must show.
 
-- three TMA descriptors (A, B and the output) in grid-constant parameter space,
-  whatever G is, and every TMA store's descriptor is `cvta.param` of the output's;
-  for every case of `torch._grouped_mm` and both majors of A and B;
+- three TMA descriptors (A, B and the output) in grid-constant parameter space, and a
+  fourth with ragged M and A K-major (A in short boxes, for partial M-tiles), whatever
+  G is, and every TMA store's descriptor is `cvta.param` of the output's; for every
+  case of `torch._grouped_mm` and both majors of A and B;
+- every change of a full barrier's expected bytes (the producer's arrive, the A bytes
+  it adds for short boxes) by one elected lane;
 - nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
   proxy fence); the only global loads are those of `offs`, one per group a lane holds,
   all issued before the schedule's first shuffle;
@@ -24,12 +27,22 @@ from tests.compile_cases import GROUPED_GEMM_CASES, GROUPED_GEMM_LAYOUTS
 CASES = tuple(GROUPED_GEMM_CASES)
 PAIRS = tuple(c for c in CASES if c.endswith("_pairs"))
 # tiled MMA, three atoms, their coordinate tensors, offs, T; the ragged K views of A and
-# B carry their runtime extents in their coordinate tensors
-PARAM_BYTES = {"m": 532, "batch": 532, "k": 588}
+# B carry their runtime extents in their coordinate tensors; ragged M with A K-major adds
+# A's short-box atom and its coordinates
+PARAM_BYTES = {"m": 532, "batch": 532, "k": 588, "m short A": 708}
 
 
 def _layout(case):
     return {"ragged": "m", "a_major": "k", "b_major": "k", **GROUPED_GEMM_LAYOUTS.get(case, {})}
+
+
+def _short_a(case):
+    """Ragged M with A K-major: a partial M-tile loads its A rows in short boxes."""
+    return (_layout(case)["ragged"], _layout(case)["a_major"]) == ("m", "k")
+
+
+def _param_key(case):
+    return "m short A" if _short_a(case) else _layout(case)["ragged"]
 
 
 def _groups(case):
@@ -62,11 +75,11 @@ def _entry(compiled, case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_three_descriptors_in_param_space_at_every_group_count(compiled, case):
+def test_descriptors_in_param_space_at_every_group_count(compiled, case):
     entry = _entry(compiled, case)
     descriptors = [p for p in entry.params if p.size == 128 and p.align == 64]
-    assert len(descriptors) == 3 and not [p for p in entry.params if p.size > 128], entry.params
-    assert entry.param_bytes == PARAM_BYTES[_layout(case)["ragged"]]
+    assert len(descriptors) == 3 + _short_a(case) and not [p for p in entry.params if p.size > 128], entry.params
+    assert entry.param_bytes == PARAM_BYTES[_param_key(case)]
     # gcdsl's own budget check, run when the kernel was launched, agrees with the PTX
     assert compiled.param_bytes(case) == {"kernel": entry.param_bytes}
 
@@ -152,7 +165,7 @@ def test_instruction_counts(compiled, case):
                for w in wgmmas), wgmmas[0][-40:]
     loads = _loads(entry)
     boxes_a, boxes_b = _boxes(case)
-    assert len(loads) == boxes_a + boxes_b, loads
+    assert len(loads) == boxes_a + boxes_b + _short_a(case), loads  # (a short box of A: one more, 2-D)
     # B has the group mode, and so has A unless ragged M; in the reduction, a K-major
     # operand has its plain 2-D view instead
     three_d = boxes_b + (boxes_a if layout["ragged"] != "m" else 0)
@@ -162,6 +175,21 @@ def test_instruction_counts(compiled, case):
         assert sum(".5d." in i for i in loads) == boxes_b and boxes_a == 1
         three_d = 0
     assert sum(".3d." in i for i in loads) == three_d
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_expected_bytes_are_set_by_one_elected_lane(compiled, case):
+    """The producer warp runs with all its lanes: an expect_tx that every lane ran would
+    make a stage wait for 32 times its bytes, forever. The arrive's (B's bytes, with
+    short A boxes) and the A bytes added per stage (whole tile or short boxes) each
+    follow an `elect.sync` whose other lanes branch around it."""
+    lines = [line.strip() for line in _entry(compiled, case).body.splitlines()]
+    sites = [i for i, line in enumerate(lines) if re.match(r"mbarrier\.(arrive\.)?expect_tx", line)]
+    assert len(sites) == 1 + 2 * _short_a(case), sites
+    for i in sites:
+        before = lines[max(0, i - 5):i]
+        assert any(line.startswith("elect.sync") for line in before), before
+        assert any(re.match(r"@%p\d+ bra", line) for line in before), before
 
 
 @pytest.mark.parametrize("case", CASES)

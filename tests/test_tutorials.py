@@ -60,7 +60,7 @@ def test_tutorial_03_grouped_gemm(tmp_path):
     else:
         assert "self.build_schedule(offs, total, tile_end, row_end)" in proc.stdout  # offs, read in the kernel
         assert "self.produce(" in proc.stdout and "self.consume(" in proc.stdout  # the roles
-        assert "532 bytes in 8 parameters" in proc.stdout  # three descriptors, whatever the expert count
+        assert "708 bytes in 10 parameters" in proc.stdout  # four descriptors, whatever the expert count
         assert "WGMMA: 8 wgmma.mma_async" in proc.stdout and "local memory: none" in proc.stdout
 
 
@@ -74,7 +74,7 @@ def test_tutorial_04_fused_moe(tmp_path):
         assert "self.down.produce(" in proc.stdout and "wait_on=(done, self.up.n_tiles)" in proc.stdout
         assert ("an expert with r rows has ceil(r / 128) x 6 gate-up tiles (1536 columns of w1, 768 stored) and "
                 "ceil(r / 128) x 8 down tiles (2048 columns)") in proc.stdout  # 16 experts, 512 slots: 256 wide
-        assert ("One kernel: 1 entry, 6 TMA descriptors in parameter space; gate and up rows of a gate-up tile: "
+        assert ("One kernel: 1 entry, 8 TMA descriptors in parameter space; gate and up rows of a gate-up tile: "
                 "1 5-D TMA load of w1 a stage; silu(gate) * up: 64 ex2 and 64 rcp a thread; a gate-up tile's count "
                 "1 release add after its stores, a down tile's wait 2 acquire loads, 2 proxy fences") in proc.stdout
 

@@ -8,9 +8,9 @@ so every expert multiplies its own ragged block of rows by its own weights:
 The router makes `offs` (where each expert's rows end) on the GPU, and it changes
 with every batch of tokens. `gcdsl.ops.grouped_mm(x, w.transpose(-2, -1), offs)`
 never reads `offs` on the host: the kernel's persistent scheduler reads it from
-global memory and derives each expert's tiles itself. Its three TMA descriptors (x,
-the weights, and one ragged descriptor that clips every expert's output at its last
-row) depend only on addresses and shapes, and sit in the kernel's grid-constant
+global memory and derives each expert's tiles itself. Its four TMA descriptors (x in
+whole tiles and in the short boxes of an expert's last, partial tile, the weights, and
+one ragged descriptor that clips every expert's output at its last row) depend only on addresses and shapes, and sit in the kernel's grid-constant
 parameter space. Nothing waits for the GPU, so the whole layer can be captured in a
 CUDA graph and replayed on new tokens.
 
@@ -88,7 +88,7 @@ def compile_only(args, shape: MoEShape) -> bool:
 
     cute.compile(gemm, *gemm.trace_args())
     show_compile(hgg.HopperGroupedGemm.kernel)
-    print(f"  ({shape.experts} experts: three descriptors in parameter space whatever the expert count; "
+    print(f"  ({shape.experts} experts: four descriptors in parameter space whatever the expert count; "
           f"offs read from global memory into a {gemm.header_bytes}-byte shared-memory schedule; "
           f"tile 128x{gemm.tile_mnk[1]}x64, {gemm.stages} stages)")
     return True

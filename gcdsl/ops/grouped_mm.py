@@ -24,7 +24,7 @@ values on the host): the kernel clamps each end to [previous end, T], so a bad
 checked on the host (non-decreasing, at most T; a GcdslError otherwise) and then
 copied to a's device, a host-to-device copy of 4 G bytes before the launch.
 
-The three TMA descriptors depend on the tensors' addresses and extents only,
+The TMA descriptors (three, four with A K-major and ragged M) depend on the tensors' addresses and extents only,
 never on `offs`. They live in the kernel's grid-constant parameter space; nothing
 is written to a descriptor on the device.
 
@@ -516,7 +516,7 @@ class _Plan:
     """A configuration: its compiled kernels, cluster sizes 1 and, where the configuration
     has pairs (`GemmConfig`'s check), 2; each compiled when first asked for.
 
-    Nothing depends on `offs`: the compiled host code makes the three descriptors from
+    Nothing depends on `offs`: the compiled host code makes the descriptors from
     the addresses and T at each call, and the kernel reads `offs` itself.
     """
 

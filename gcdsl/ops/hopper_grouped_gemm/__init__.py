@@ -8,7 +8,7 @@ is read by the kernel from global memory: nothing on the host depends on it, so 
 call needs no device-to-host copy and can be captured in a CUDA graph. One CTA
 per SM walks the tiles of all groups.
 
-Descriptors: three, in the kernel's grid-constant parameter space, none of them
+Descriptors: three (four, A' below), in the kernel's grid-constant parameter space, none of them
 depending on `offs` (they depend on the addresses, M, N, K and G only)
     A   one descriptor over the whole (M, K) tensor; a tile of group g starts at
         row `start[g] + 128 * m_tile`. A tile that runs past the group's last
@@ -17,6 +17,10 @@ depending on `offs` (they depend on the addresses, M, N, K and G only)
         With A M-major that row is a coordinate of the contiguous mode, which TMA
         takes only 16-byte aligned: the schedule traps at a group with rows that
         starts elsewhere (`schedule.UNALIGNED_GROUP_MESSAGE`).
+    A'  with A K-major, a second descriptor over the same tensor in boxes of
+        A_SHORT_BOX_ROWS rows: a group's last, partial M-tile loads only the boxes
+        that cover its rows (at decode, one box of 16 rows instead of 128), each
+        into the same rows of the stage as the whole tile's box would.
     B   one 3-D descriptor over (N, K, G); the group is a TMA coordinate.
     C   one "ragged" 3-D descriptor over the output, (M, N, M + 1) with strides
         (N, 1, N) from the base `out - M * N`: row coordinate `M - rows + r` and
@@ -114,7 +118,7 @@ from .config import (
     GemmConfig, pairs_fit, reduction_pairs_fit, TILE_M, TILE_K, TILE_NS, EPI_TILE,
     SCHEDULES, PINGPONG_TILE_M, PINGPONG_TILE_NS, THREADS, PRODUCER_REGS, CONSUMER_REGS,
     CONSUMER_WARPS, SCHEDULE_WARP, FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, MAX_STAGES,
-    HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, A_MAJORS, B_MAJORS,
+    A_SHORT_BOX_ROWS, HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, A_MAJORS, B_MAJORS,
     C_DTYPES, PHASES, STAMP_SLOTS, groups_per_lane, header_bytes,
 )
 from .consumers import Consumers
@@ -128,7 +132,7 @@ __all__ = [
     "EPI_TILE", "SCHEDULES",
     "PINGPONG_TILE_M", "PINGPONG_TILE_NS", "THREADS", "PRODUCER_REGS", "CONSUMER_REGS", "CONSUMER_WARPS",
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
-    "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",
+    "A_SHORT_BOX_ROWS", "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",
     "PHASES", "STAMP_SLOTS", "groups_per_lane", "header_bytes",
 ]
 
@@ -165,8 +169,13 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.epi_stages = config.epi_stages
         self.epi_buffers = self.epi_stages * (2 if self.pingpong else 1)
         self.epi_bytes = self.epi_tile[0] * self.epi_tile[1] * config.c_dtype.width // 8 * self.epi_buffers
-        # Bytes TMA writes into one stage (A tile + B tile): the full barrier's transaction count.
+        # Bytes TMA writes into one stage (A tile + B tile), and those the full barrier expects
+        # at the producer's arrive: with short A boxes only B's, the producer adding each
+        # stage's A bytes as it issues them (`Producer.produce`).
         self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
+        self.a_tile_bytes = self.tile_m * TILE_K * config.ab_dtype.width // 8
+        self.short_a_boxes = config.short_a_boxes
+        self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
         self.header_bytes = header_bytes(self.table_groups)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = stages or min(MAX_STAGES, budget // self.stage_bytes)
@@ -208,6 +217,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
 
         tiled_mma, a_smem, b_smem, c_smem = self.mma_and_smem_layouts()
         tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c = self.tma_atoms(a, b, c, a_smem, b_smem, c_smem)
+        tma_a_short, tma_coords_a_short = self.tma_atom_a_short(a)
 
         table = 32 * self.lane_groups
 
@@ -224,7 +234,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
 
         self.kernel(
             tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
-            offs, total, a_smem, b_smem, c_smem,
+            offs, total, a_smem, b_smem, c_smem, tma_a_short, tma_coords_a_short,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
                  min_blocks_per_mp=1, stream=stream)
 
@@ -260,6 +270,15 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
                 else cpasync.CopyBulkTensorTileS2GOp())
         tma_c, tma_coords_c = cpasync.make_tiled_tma_atom(c_op, c, cute.slice_(c_smem, (None, None, 0)), self.epi_tile)
         return tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c
+
+    def tma_atom_a_short(self, a: cute.Tensor) -> Tuple:
+        """(atom, TMA coordinates) of A in boxes of A_SHORT_BOX_ROWS rows, for partial
+        M-tiles (`GemmConfig.short_a_boxes`); (None, None) where A has none."""
+        if not self.short_a_boxes:
+            return None, None
+        short = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (A_SHORT_BOX_ROWS, *self.tile_mnk[1:]), self.ab_dtype, 1)
+        return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(short, (None, None, 0)),
+                                           (A_SHORT_BOX_ROWS, TILE_K))
 
     @cute.jit
     def operands(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer, total: cutlass.Int32):
@@ -320,7 +339,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.stage_consumer_warps * self.cluster_m),
-            tx_count=self.stage_bytes,
+            tx_count=self.arrive_bytes,
             cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)),
             defer_sync=True,
         )
@@ -340,6 +359,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         a_smem: cute.ComposedLayout,
         b_smem: cute.ComposedLayout,
         c_smem: cute.ComposedLayout,
+        tma_a_short,  # A in short boxes, for partial M-tiles (`tma_atom_a_short`); None where A has none
+        mA_short,
     ):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
@@ -357,6 +378,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             cpasync.prefetch_descriptor(tma_a)
             cpasync.prefetch_descriptor(tma_b)
             cpasync.prefetch_descriptor(tma_c)
+            if cutlass.const_expr(tma_a_short is not None):
+                cpasync.prefetch_descriptor(tma_a_short)
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
@@ -395,7 +418,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 self.produce(mainloop, tma_a, mA, tma_b, mB, tBgB, tBsB, sA, sB, tile_end, row_end, total,
-                             total_tiles, cluster_idx, num_clusters, rank)
+                             total_tiles, cluster_idx, num_clusters, rank, a_short=(tma_a_short, mA_short))
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             if cutlass.const_expr(self.pingpong):

@@ -41,6 +41,12 @@ FIRST_TURN_BARRIER = 3
 # turn with ping-pong; `Consumers.zero_columns_before_group`).
 ZERO_FILL_BARRIER = 5
 MAX_STAGES = 8
+# A partial M-tile (a group's last, of fewer than TILE_M rows) loads its A rows in boxes of
+# this many rows, as many as cover them, not in one box of the whole tile: at decode a
+# 128-row box for a handful of rows costs the TMA unit about as much as the stage's weight
+# box (`benchmarks/w8_stream.py`: 4.5 TB/s of weights alone, 2.6 to 3.3 TB/s beside a
+# 128-row A box of 8 rows), and every row past the group is discarded anyway.
+A_SHORT_BOX_ROWS = 16
 # What each of a CTA's phase stamps marks in the expert layer's kernel with `trace`
 # (`experts.py`), in slot order, and the slots a CTA has.
 PHASES = ("start", "schedule built", "gate-up loads issued", "down loads issued", "gate-up tiles stored",
@@ -180,6 +186,12 @@ class GemmConfig:
                             f"{self.epi_stages} buffers")
         if problems:
             raise ValueError("unsupported grouped GEMM configuration: " + "; ".join(problems))
+
+    @property
+    def short_a_boxes(self) -> bool:
+        """Whether a partial M-tile loads A in A_SHORT_BOX_ROWS-row boxes: ragged M with A
+        K-major (an M-major A's rows are its contiguous mode, a box per 64 of them)."""
+        return self.ragged == "m" and self.a_major == "k"
 
     @property
     def zero_fill(self) -> bool:

@@ -23,8 +23,9 @@ at once: the host launches at most as many CTAs as fit on the GPU together, and 
 kernel must not share the GPU with work that could keep some of them from starting.
 Should that happen, a wait of 20 s traps with a message (`Producer.wait_for_group`).
 
-Descriptors: six (xs, w1, act stored, act loaded, w2, y), each in grid-constant
-parameter space, none depending on `offs` or on the routing.
+Descriptors: eight (xs and act loaded, each in whole tiles and in short boxes for
+partial M-tiles, w1, act stored, w2, y), each in grid-constant parameter space, none
+depending on `offs` or on the routing.
 
 Phase stamps (`trace=True`, for `fused_moe.megakernel_phases`): each CTA writes the
 global timer (ns) at each of `PHASES` into eight Int64 after the counters in `done`'s
@@ -124,6 +125,8 @@ class MoeExperts:
         c_smem_down = down.mma_and_smem_layouts()[3]
         tma_a0, mA0, tma_b0, mB0, tma_c0, mC0 = up.tma_atoms(a0, b0, c0, a_smem, b_smem, c_smem_up)
         tma_a1, mA1, tma_b1, mB1, tma_c1, mC1 = down.tma_atoms(a1, b1, c1, a_smem, b_smem, c_smem_down)
+        tma_a0_short, mA0_short = up.tma_atom_a_short(a0)  # partial M-tiles' A rows (`Producer.produce`)
+        tma_a1_short, mA1_short = down.tma_atom_a_short(a1)
 
         table = self.table
         # one sub-tile area in the gate-up GEMM's output type, as many bytes as either GEMM's buffers
@@ -142,7 +145,7 @@ class MoeExperts:
 
         self.shared_storage = SharedStorage
         self.kernel(tiled_mma, tma_a0, mA0, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
-                    offs, done, total, a_smem, b_smem, c_smem_up, c_smem_down).launch(
+                    tma_a0_short, mA0_short, tma_a1_short, mA1_short, offs, done, total, a_smem, b_smem, c_smem_up, c_smem_down).launch(
             grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
@@ -151,6 +154,8 @@ class MoeExperts:
                tma_c0: cute.CopyAtom, mC0: cute.Tensor,
                tma_a1: cute.CopyAtom, mA1: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_c1: cute.CopyAtom, mC1: cute.Tensor,
+               tma_a0_short: cute.CopyAtom, mA0_short: cute.Tensor, tma_a1_short: cute.CopyAtom,
+               mA1_short: cute.Tensor,
                offs: cute.Tensor, done: cute.Tensor, total: cutlass.Int32,
                a_smem: cute.ComposedLayout, b_smem: cute.ComposedLayout,
                c_smem_up: cute.ComposedLayout, c_smem_down: cute.ComposedLayout):
@@ -170,7 +175,7 @@ class MoeExperts:
         rank = cutlass.Int32(0)
 
         if warp == 0:
-            for atom in (tma_a0, tma_b0, tma_c0, tma_a1, tma_b1, tma_c1):
+            for atom in (tma_a0, tma_b0, tma_c0, tma_a1, tma_b1, tma_c1, tma_a0_short, tma_a1_short):
                 cpasync.prefetch_descriptor(atom)
 
         smem = SmemAllocator()
@@ -211,11 +216,11 @@ class MoeExperts:
             if warp == 0:
                 state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
                                         total, tiles_up, bidx, num_ctas, rank, finish=False,
-                                        stagger_k=self.stagger_k)
+                                        stagger_k=self.stagger_k, a_short=(tma_a0_short, mA0_short))
                 self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
                                   total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),
-                                  stagger_k=self.stagger_k, stamp=stamps)
+                                  stagger_k=self.stagger_k, stamp=stamps, a_short=(tma_a1_short, mA1_short))
                 self.stamp(stamps, "down loads issued", tidx == 0)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)

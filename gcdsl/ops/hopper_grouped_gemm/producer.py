@@ -9,7 +9,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
 from ...lower._dsl import trap_unless
-from .config import PHASES
+from .config import A_SHORT_BOX_ROWS, PHASES
 
 # How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
 # traps (`Producer.wait_for_group`): far above any real wait, which lasts one GEMM at most.
@@ -26,7 +26,7 @@ class Producer:
                 row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
                 wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
-                stamp: Optional[cute.Tensor] = None):
+                stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None)):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -37,12 +37,17 @@ class Producer:
         sum them in any order), so that CTAs that start together read different columns
         of their weight rows, not the same ones at the same stride. `stamp`, the CTA's
         phase stamps (`experts.PHASES`): the global timer once its first tile's wait is
-        over. Returns the state."""
+        over. `a_short`, A's atom and coordinates in short boxes (`tma_atom_a_short`;
+        (None, None) without): a partial M-tile loads only the boxes that cover its rows,
+        and since the stage's A bytes then vary, the full barrier expects B's at the
+        arrive and the producer adds A's before it issues any load. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        tma_a_short, mA_short = a_short
+        short_box_bytes = A_SHORT_BOX_ROWS * tile_k * self.ab_dtype.width // 8
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -77,6 +82,19 @@ class Producer:
             tAsA, tAgA = cpasync.tma_partition(
                 tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
             )
+            short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
+            if cutlass.const_expr(tma_a_short is not None):
+                # A's boxes of A_SHORT_BOX_ROWS rows from the tile's first row, into the
+                # matching rows of each stage (a box of whole swizzle atoms: 8 rows of 128 B)
+                gA_short = cute.local_tile(cute.domain_offset((first_row, 0), mA_short), (A_SHORT_BOX_ROWS, tile_k),
+                                           (None, None))
+                tAsA_short, tAgA_short = cpasync.tma_partition(
+                    tma_a_short, 0, cute.make_layout(1),
+                    cute.group_modes(cute.flat_divide(sA, (A_SHORT_BOX_ROWS, tile_k)), 0, 2),
+                    cute.group_modes(gA_short, 0, 2))
+                rows_in_tile = rows - m_tile * tile_m  # (none: a pair's second CTA, loading the first tile)
+                if rows_in_tile > 0 and rows_in_tile < tile_m:
+                    short_boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
             if cutlass.const_expr(wait_on is not None):
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
                 if cutlass.const_expr(stamp is not None):
@@ -93,7 +111,18 @@ class Producer:
                     if kk >= k_tiles:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
-                cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                if cutlass.const_expr(tma_a_short is None):
+                    cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                elif short_boxes == 0:
+                    with cute.arch.elect_one():  # (before any load of the stage: its phase cannot end early)
+                        cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
+                    cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                else:
+                    with cute.arch.elect_one():
+                        cute.arch.mbarrier_expect_tx(full, short_boxes * short_box_bytes)
+                    for box in cutlass.range(short_boxes, unroll=1):
+                        cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, state.index)],
+                                  tma_bar_ptr=full)
                 if cutlass.const_expr(cluster_m > 1):
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
                               mcast_mask=both_ctas)
