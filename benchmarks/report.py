@@ -8,7 +8,7 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, grid_constant, profile_layer), written by the
+- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, W8_stream, grid_constant, profile_layer), written by the
   benchmarks, and
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
@@ -95,6 +95,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W8": fused_moe.region_w8,
     "W8-phases": fused_moe.region_w8_phases,
     "W8-instances": fused_moe.region_w8_instances,
+    "W8-stream": fused_moe.region_w8_stream,
     "grid-constant": tables.region_grid_constant,
     "readme-reads": tables.region_readme_reads,
     "readme-encode": tables.region_readme_encode,

@@ -73,14 +73,15 @@ def test_results_record_the_commit_in_a_copy_without_git(tmp_path):
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
-    from benchmarks import harness, profile_layer, w8_fused_moe, w8_instances, w8_phases
+    from benchmarks import harness, profile_layer, w8_fused_moe, w8_instances, w8_phases, w8_stream
 
     monkeypatch.setattr(harness, "has_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert profile_layer.main(["--points", "qwen3-30b-a3b 64,mixtral-8x7b 8 step", "--clocks", "1"]) == 0
-    assert capsys.readouterr().out.count("needs a CUDA GPU") == 4
+    assert w8_stream.main(["--tiles", "1"]) == 0
+    assert capsys.readouterr().out.count("needs a CUDA GPU") == 5
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
@@ -89,3 +90,20 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
             w8_instances.main(bad)
     with pytest.raises(SystemExit, match="--captures"):
         w8_fused_moe.main(["--captures", "0"])
+
+
+def test_weight_stream_variants_fit_the_ring_and_the_tiles():
+    """`w8_stream`'s variants: each ring within the shared memory the expert kernel leaves
+    for it, each box dividing K and fitting a CTA's rows; the A box beside the weights'
+    only where asked, and with its bytes counted in the ring."""
+    import argparse
+
+    from benchmarks import w8_stream
+
+    found = w8_stream.variants(argparse.Namespace(tiles=[1, 8]))
+    for v in found:
+        stage = (v["box"][0] + (w8_stream.TILE_ROWS if v["a_rows"] else 0)) * v["box"][1] * 2
+        assert v["stages"] * stage <= w8_stream.SMEM_LIMIT and v["k"] % v["box"][1] == 0
+        assert v["box"][0] <= v["tiles"] * w8_stream.TILE_ROWS
+    assert {v["a_rows"] for v in found} == set(w8_stream.A_ROWS)
+    assert not [v for v in found if v["box"] == [256, 64] and v["tiles"] == 1]  # 256 rows: more than one tile

@@ -201,6 +201,40 @@ def region_w8_instances(results: Results) -> Optional[str]:
                  table)])
 
 
+def region_w8_stream(results: Results) -> Optional[str]:
+    """`w8_stream.py`: per weight, CTA count and tiles per CTA, the best rate of the weight
+    boxes alone (its box and depth), and the expert kernel's box (128 x 64, 6 stages)
+    alone and beside a 128-row A box of an 8-row A."""
+    if "W8_stream" not in results:
+        return None
+    source = results["W8_stream"]
+    rows = [r for r in source["results"] if ok(r)]
+    table = []
+    for key in dict.fromkeys((r["shape"], r["ctas"], r["tiles"]) for r in rows):
+        same = [r for r in rows if (r["shape"], r["ctas"], r["tiles"]) == key]
+        alone = [r for r in same if not r["a_rows"]]
+        if not alone:
+            continue
+        best = max(alone, key=lambda r: r["gbps"])
+
+        def kernel_box(a_rows: int) -> Optional[float]:
+            found = [r["gbps"] for r in same if r["box"] == [128, 64] and r["stages"] == 6 and r["a_rows"] == a_rows]
+            return found[0] if found else None
+
+        plain, beside = kernel_box(0), kernel_box(8)
+        table.append([key[0], str(key[1]), str(key[2]), f"{best['gbps']:.0f}",
+                      f"{best['box'][0]}x{best['box'][1]}, {best['stages']}",
+                      f"{plain:.0f}" if plain else "-", f"{beside:.0f}" if beside else "-",
+                      ratio(plain / beside) if plain and beside else "-"])
+    commit = source["machine"].get("gcdsl_git", "?")
+    return "\n".join([
+        f"Command: `python -m benchmarks.w8_stream` (at `{commit}`): each CTA streams its own tiles of 128 rows x K "
+        "of a bf16 weight through a TMA ring, a consumer warp releasing each stage as it lands; every launch reads "
+        f"other weights than the launches before it. GB/s of weights, median of {source['config']['reps']} launches:",
+        "", md_table(["weight", "CTAs", "tiles a CTA", "alone, best", "its box, stages", "128x64, 6 stages",
+                      "... beside a 128-row A box of 8 rows", "slowdown"], table)])
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W8" not in results:
         return []
