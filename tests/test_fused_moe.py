@@ -281,24 +281,6 @@ def test_the_one_kernels_k_split_rule(experts, hidden, inter, slots, tile_n, spl
     assert megakernel_split_k(experts, hidden, inter, slots, 132, tile_n) == split_k
 
 
-def test_fused_moe_runs_the_one_kernel_up_to_its_slots_and_the_pair_above(monkeypatch):
-    """The form `fused_moe` picks: the one kernel for contiguous weights up to
-    ONE_KERNEL_MAX_SLOTS token slots, the pair above them and for other weights."""
-    import importlib
-
-    fm = importlib.import_module("gcdsl.ops.fused_moe")
-    monkeypatch.setattr(fm, "_one_kernel", lambda *args: "one kernel")
-    monkeypatch.setattr(fm, "_pair", lambda *args: "pair")
-    w1, w2 = torch.zeros(4, 128, 64), torch.zeros(4, 64, 64)
-    for tokens, k, expected in ((1, 8, "one kernel"), (64, 8, "one kernel"), (fm.ONE_KERNEL_MAX_SLOTS, 1, "one kernel"),
-                                (65, 8, "pair"), (fm.ONE_KERNEL_MAX_SLOTS + 1, 1, "pair")):
-        ids = torch.zeros(tokens, k, dtype=torch.int64)
-        assert fm._fused_moe_impl(torch.zeros(tokens, 64), w1, w2, torch.ones(tokens, k), ids) == expected
-    ids = torch.zeros(1, 8, dtype=torch.int64)
-    assert fm._fused_moe_impl(torch.zeros(1, 64), w1, w2.transpose(1, 2).contiguous().transpose(1, 2),
-                              torch.ones(1, 8), ids) == "pair"
-
-
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():
     _check_ids(torch.tensor([[0, 7], [3, 1]]), 8)  # in range: nothing to say
     with pytest.raises(GcdslError) as info:
@@ -345,9 +327,9 @@ def _check_close(out, ref):
     assert err <= 2e-2, err
 
 
-# The layer in one kernel (as `fused_moe` runs it up to ONE_KERNEL_MAX_SLOTS slots), in
-# its two-GEMM form (above), and as `fused_moe` picks.
-LAYERS = {"one_kernel": fused_moe_megakernel, "pair": fused_moe_pair, "fused_moe": gcdsl.ops.fused_moe}
+# The layer as `fused_moe` runs it on contiguous weights (both GEMMs in one kernel) and in
+# its two-GEMM form.
+LAYERS = {"one_kernel": gcdsl.ops.fused_moe, "pair": fused_moe_pair}
 
 
 @pytest.fixture(autouse=True)

@@ -25,9 +25,8 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
               reading each row once where it lies: fp32 sums in slot order, no atomics
               (the same sum on every run).
 
-The one kernel reads contiguous weights, and runs up to `ONE_KERNEL_MAX_SLOTS` slots;
-for other weights and above, `fused_moe_pair` (two grouped GEMMs, `grouped_mm_swiglu`
-then `grouped_mm`) does the work. W8 (`docs/fused_moe.md`) measures
+The one kernel reads contiguous weights; for others `fused_moe_pair` (two grouped GEMMs,
+`grouped_mm_swiglu` then `grouped_mm`) does the work. W8 (`docs/fused_moe.md`) measures
 both, and the one kernel at each tile width (`megakernel_tile_n` picks one).
 
 For inference: the op has no autograd formula (a training step differentiates through
@@ -75,15 +74,8 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
     return _fused_moe_impl(x, w1, w2, topk_weights, topk_ids)
 
 
-# Up to this many token slots (T k) `fused_moe` runs the one kernel, above it the pair. W8
-# (graph replays, every shape): the one kernel ahead at 1, 8 and 64 tokens (up to 512
-# slots), the pair ahead by 1% to 4% at 512 and 4,096 tokens (1,024 slots and more).
-ONE_KERNEL_MAX_SLOTS = 512
-
-
 def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
-    # (the one kernel reads the weights by their addresses: contiguous ones only)
-    if w1.is_contiguous() and w2.is_contiguous() and topk_ids.numel() <= ONE_KERNEL_MAX_SLOTS:
+    if w1.is_contiguous() and w2.is_contiguous():  # the one kernel reads the weights by their addresses
         return _one_kernel(x, w1, w2, topk_weights, topk_ids)
     return _pair(x, w1, w2, topk_weights, topk_ids)
 
