@@ -13,6 +13,9 @@ kernel could vary:
     stages   the ring's depth: bytes in flight per SM = stages x box bytes
     ctas     how many SMs stream (at one token Qwen3's gate-up GEMM has 96 tiles)
     tiles    weight tiles per CTA (a tile: 128 rows x K), one at decode's smallest
+    A rows   0, or a 128-row A box beside each stage's weights over an A of that many
+             rows, as the expert kernel loaded for an expert of a few rows before its
+             partial tiles took short A boxes (`hopper_grouped_gemm.A_SHORT_BOX_ROWS`)
 
     python -m benchmarks.w8_stream            # table + results/W8_stream.json
 
@@ -166,7 +169,8 @@ def run(args, machine) -> Report:
         row = report.add(status=OK, gbps=gbps, per_cta_gbps=gbps / v["ctas"], ms=stats, **v)
         print(f"  {v['shape']:<15} box {v['box'][0]:>3}x{v['box'][1]:<3} stages {v['stages']:>2} "
               f"in flight {v['stages'] * v['box'][0] * v['box'][1] * 2 // 1024:>3} KiB  ctas {v['ctas']:>3} "
-              f"tiles {v['tiles']:>2} A rows {v['a_rows']}: {gbps:7.0f} GB/s ({row['per_cta_gbps']:.1f} per CTA)", flush=True)
+              f"tiles {v['tiles']:>2} A rows {v['a_rows']}: {gbps:7.0f} GB/s ({row['per_cta_gbps']:.1f} per CTA)",
+              flush=True)
     _print(report)
     return report
 

@@ -44,8 +44,8 @@ MAX_STAGES = 8
 # A partial M-tile (a group's last, of fewer than TILE_M rows) loads its A rows in boxes of
 # this many rows, as many as cover them, not in one box of the whole tile: at decode a
 # 128-row box for a handful of rows costs the TMA unit about as much as the stage's weight
-# box (`benchmarks/w8_stream.py`: 4.5 TB/s of weights alone, 2.6 to 3.3 TB/s beside a
-# 128-row A box of 8 rows), and every row past the group is discarded anyway.
+# box (`benchmarks/w8_stream.py` streams weights with and without one beside them), and
+# every row past the group is discarded anyway.
 A_SHORT_BOX_ROWS = 16
 # What each of a CTA's phase stamps marks in the expert layer's kernel with `trace`
 # (`experts.py`), in slot order, and the slots a CTA has.

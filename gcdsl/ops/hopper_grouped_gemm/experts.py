@@ -145,7 +145,8 @@ class MoeExperts:
 
         self.shared_storage = SharedStorage
         self.kernel(tiled_mma, tma_a0, mA0, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
-                    tma_a0_short, mA0_short, tma_a1_short, mA1_short, offs, done, total, a_smem, b_smem, c_smem_up, c_smem_down).launch(
+                    tma_a0_short, mA0_short, tma_a1_short, mA1_short, offs, done, total, a_smem, b_smem,
+                    c_smem_up, c_smem_down).launch(
             grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
