@@ -8,8 +8,8 @@ function in `REGIONS` that writes it. Text outside the regions is written by han
 carries no measured number: comparisons ("faster", "met", "MISSED") are computed here
 from the same data, which is:
 
-- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, W8_stream, grid_constant, profile_layer), written by the
-  benchmarks, and
+- `results/<workload>.json` (W1 ... W8, W8_phases, W8_instances, W8_stream, grid_constant,
+  profile_layer), written by the benchmarks, and
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
   and `w7_training.py` kept beside W8.json and W7.json;

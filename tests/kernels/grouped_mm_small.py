@@ -3,6 +3,7 @@
     compute-sanitizer --tool memcheck  python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
+    python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
@@ -167,4 +168,6 @@ def experts_in_one_kernel() -> bool:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if grouped_reductions() else 1) if sys.argv[1:] == ["reductions"] else sys.exit(main())
+    if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
+        sys.exit(0 if grouped_reductions() else 1)
+    sys.exit(main())

@@ -174,6 +174,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         # stage's A bytes as it issues them (`Producer.produce`).
         self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
         self.a_tile_bytes = self.tile_m * TILE_K * config.ab_dtype.width // 8
+        self.a_short_box_bytes = A_SHORT_BOX_ROWS * TILE_K * config.ab_dtype.width // 8
         self.short_a_boxes = config.short_a_boxes
         self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
         self.header_bytes = header_bytes(self.table_groups)

@@ -47,7 +47,6 @@ class Producer:
         if cutlass.const_expr(state is None):
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tma_a_short, mA_short = a_short
-        short_box_bytes = A_SHORT_BOX_ROWS * tile_k * self.ab_dtype.width // 8
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -119,7 +118,7 @@ class Producer:
                     cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 else:
                     with cute.arch.elect_one():
-                        cute.arch.mbarrier_expect_tx(full, short_boxes * short_box_bytes)
+                        cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
                     for box in cutlass.range(short_boxes, unroll=1):
                         cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, state.index)],
                                   tma_bar_ptr=full)
