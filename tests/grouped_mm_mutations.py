@@ -95,6 +95,17 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_down_loads_on_the_gate_up_tiles": ("sB, tile_end_down, row_end,", "sB, tile_end_up, row_end,"),
     "experts_down_one_gate_up_tile_early": ("target = (rows + rows_per_step - 1) // rows_per_step * tiles\n",
                                             "target = (rows + rows_per_step - 1) // rows_per_step * tiles - 1\n"),
+    # ... its gate-up tiles' A rows gathered from x: the next slot's token, one row too few
+    # (with the bytes expected to match), every row into its chunk's first row, every
+    # row's index from lane 0
+    "experts_rows_token_of_the_next_slot": ("row_index[first_row + lane + 32 * j]",
+                                            "row_index[first_row + lane + 32 * j + 1]"),
+    "experts_rows_one_too_few": ("rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)\n",
+                                 "rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m) - 1\n"),
+    "experts_rows_into_the_chunks_first_row": ("tRsA[(None, 32 * j + lane_of_row, 0, state.index)]",
+                                               "tRsA[(None, 32 * j, 0, state.index)]"),
+    "experts_rows_index_from_lane_0": ("cute.arch.shuffle_sync(lane_rows[j], lane_of_row)",
+                                       "cute.arch.shuffle_sync(lane_rows[j], 0)"),
     # K splits: each range one k-tile longer (the next range's first counted twice)
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
@@ -131,6 +142,10 @@ FOCUS: Dict[str, str] = {
     "unaligned_empty_group_checked": "t_contiguous",
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
+    "experts_rows_token_of_the_next_slot": "one_kernel and (float32 or break)",
+    "experts_rows_one_too_few": "one_kernel and (float32 or break)",
+    "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",
+    "experts_rows_index_from_lane_0": "one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
     "combine_reads_the_slot_not_its_row": "combine_kernel_against",

@@ -120,9 +120,9 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
                                            ("moe_experts_e8_h4096_i14336_t256_split4", 16),
                                            ("moe_experts_e8_h4096_i14336_t256_split4_stagger", 16)])
-def test_megakernel_is_one_kernel_with_eight_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
-    """Both GEMMs in one kernel: eight TMA descriptors in parameter space (each GEMM's A
-    in whole tiles and in short boxes, w1, act stored, w2, y), none rewritten, no
+def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
+    """Both GEMMs in one kernel: seven TMA descriptors in parameter space (x's rows, w1,
+    act stored, act loaded in whole tiles and in short boxes, w2, y), none rewritten, no
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
     one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
     storing thread waits for its stores to be written, fences the proxies, then counts
@@ -131,7 +131,7 @@ def test_megakernel_is_one_kernel_with_eight_descriptors_and_ordered_hand_offs(e
 
     text = experts_kernels.ptx(case)
     entry = ptx.single_entry(text)
-    assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 8
+    assert len([p for p in entry.params if p.size == 128 and p.align == 64]) == 7
     assert "tensormap.replace" not in text and "fence.proxy.tensormap" not in text
     # the one local buffer is the empty argument list of the wait's trap message, never read or written
     assert re.findall(r"\.local \.align \d+ \.b8\s+\w+\[(\d+)\]", text) == ["8"]
@@ -145,6 +145,25 @@ def test_megakernel_is_one_kernel_with_eight_descriptors_and_ordered_hand_offs(e
                      r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
     assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
+
+
+@pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64"])
+def test_gate_up_tiles_gather_x_by_rows_each_row_index_from_a_lanes_register(experts_kernels, case):
+    """The gate-up tiles' A comes from x a row at a time: 2-D loads of one row's k-tile,
+    one per 32-row chunk of the tile in the code (a loop over the chunk's rows), whose
+    row coordinate is shuffled from the lane that read it (the token of the slot)
+    (a 128-row tile: four); beside them the down tiles' two 2-D loads of act (the whole
+    tile, a short box). The token indices are read once a tile, a lane's four 32 slots
+    apart (Int64: 256 bytes; their low words, all a row index needs)."""
+    text = experts_kernels.ptx(case)
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\.tile[^\[]*\[[^\]]*\], "
+                       r"\[(%rd\d+), \{(%r\d+), (%r\d+)\}\]", text)
+    assert len(loads) == 6, loads
+    shuffled = set(re.findall(r"shfl\.sync\.idx\.b32\s+(%r\d+), %r\d+, %r\d+, 31, -1;", text))
+    rows = [row for _, _, row in loads if row in shuffled]
+    assert len(rows) == 4, "each gathered row's coordinate is a shuffled register"
+    first = re.findall(r"ld\.global\.b32\s+%r\d+, \[(%rd\d+)\];", text)
+    assert any(all(f"[{base}+{offset}]" in text for offset in (256, 512, 768)) for base in first)
 
 
 def test_staggered_k_order_changes_only_the_producers_coordinates(experts_kernels):
@@ -252,15 +271,18 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
     assert "True, False or None" in errors["stagger_k"].message
 
 
-@pytest.mark.parametrize("experts, inter, slots, tile_n", [
-    (128, 768, 8, 128),     # Qwen3 at one token: 48 gate-up tiles of 256 for 132 SMs
-    (128, 768, 64, 256),    # at eight
-    (32, 2048, 8, 256),     # DeepSeek-V3 at one token: 128 tiles
-    (8, 14336, 2, 256),     # Mixtral at one token: 224 tiles
-    (8, 192, 4096, 128),    # I not a multiple of 128: SwiGLU's 256-wide tile cannot split it
+@pytest.mark.parametrize("experts, hidden, inter, slots, tile_n", [
+    (128, 2048, 768, 8, 128),      # Qwen3 at one token: at most 48 gate-up tiles of 256 for 132 SMs
+    (128, 2048, 768, 64, 128),     # at eight: 384, under three waves
+    (128, 2048, 768, 512, 256),    # at 64: 768
+    (32, 7168, 2048, 8, 128),      # DeepSeek-V3 at one token: 128
+    (32, 7168, 2048, 64, 256),     # at eight: 512
+    (8, 4096, 14336, 2, 256),      # Mixtral at one token: 224, but the down tiles in K splits at 256
+    (8, 4096, 14336, 16, 256),     # at eight: 896
+    (8, 4096, 192, 4096, 128),     # I not a multiple of 128: SwiGLU's 256-wide tile cannot split it
 ])
-def test_the_one_kernels_tile_width_rule(experts, inter, slots, tile_n):
-    assert megakernel_tile_n(experts, inter, slots, sms=132) == tile_n
+def test_the_one_kernels_tile_width_rule(experts, hidden, inter, slots, tile_n):
+    assert megakernel_tile_n(experts, hidden, inter, slots, sms=132) == tile_n
 
 
 def test_the_one_kernels_stagger_rule():
@@ -279,6 +301,24 @@ def test_the_one_kernels_stagger_rule():
 ])
 def test_the_one_kernels_k_split_rule(experts, hidden, inter, slots, tile_n, split_k):
     assert megakernel_split_k(experts, hidden, inter, slots, 132, tile_n) == split_k
+
+
+def test_fused_moe_runs_the_one_kernel_up_to_its_slots_and_the_pair_above(monkeypatch):
+    """The form `fused_moe` picks: the one kernel for contiguous weights up to
+    ONE_KERNEL_MAX_SLOTS token slots, the pair above them and for other weights."""
+    import importlib
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    monkeypatch.setattr(fm, "_one_kernel", lambda *args: "one kernel")
+    monkeypatch.setattr(fm, "_pair", lambda *args: "pair")
+    w1, w2 = torch.zeros(4, 128, 64), torch.zeros(4, 64, 64)
+    for tokens, k, expected in ((1, 8, "one kernel"), (64, 8, "one kernel"), (fm.ONE_KERNEL_MAX_SLOTS, 1, "one kernel"),
+                                (65, 8, "pair"), (fm.ONE_KERNEL_MAX_SLOTS + 1, 1, "pair")):
+        ids = torch.zeros(tokens, k, dtype=torch.int64)
+        assert fm._fused_moe_impl(torch.zeros(tokens, 64), w1, w2, torch.ones(tokens, k), ids) == expected
+    ids = torch.zeros(1, 8, dtype=torch.int64)
+    assert fm._fused_moe_impl(torch.zeros(1, 64), w1, w2.transpose(1, 2).contiguous().transpose(1, 2),
+                              torch.ones(1, 8), ids) == "pair"
 
 
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():
@@ -327,9 +367,9 @@ def _check_close(out, ref):
     assert err <= 2e-2, err
 
 
-# The layer as `fused_moe` runs it on contiguous weights (both GEMMs in one kernel) and in
-# its two-GEMM form.
-LAYERS = {"one_kernel": gcdsl.ops.fused_moe, "pair": fused_moe_pair}
+# The layer in one kernel (as `fused_moe` runs it up to ONE_KERNEL_MAX_SLOTS slots), in
+# its two-GEMM form (above), and as `fused_moe` picks.
+LAYERS = {"one_kernel": fused_moe_megakernel, "pair": fused_moe_pair, "fused_moe": gcdsl.ops.fused_moe}
 
 
 @pytest.fixture(autouse=True)
@@ -442,6 +482,22 @@ def test_down_tiles_wait_for_every_gate_up_tile_of_their_expert():
         weights, ids = _routing(1, experts, 1, "random", seed=seed)
         _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_n=128),
                      moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("view", ["strided rows", "unaligned start"])
+def test_one_kernel_gathers_rows_of_x_through_any_view(view):
+    """The gate-up tiles read x's rows by TMA, from x's address: a view whose rows are
+    strided, or one that starts off a 16-byte boundary, is read through a copy."""
+    experts, hidden, inter, tokens, k = 8, 256, 128, 40, 2
+    w1, w2 = _weights(experts, hidden, inter)
+    base = torch.randn(tokens * (hidden + 8) + 8, device="cuda").to(torch.bfloat16)
+    if view == "strided rows":
+        x = base[:tokens * (hidden + 8)].view(tokens, hidden + 8)[:, :hidden]
+    else:
+        x = base[1:1 + tokens * hidden].view(tokens, hidden)
+    weights, ids = _routing(tokens, experts, k, "random")
+    _check_close(fused_moe_megakernel(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

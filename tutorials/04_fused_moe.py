@@ -11,8 +11,9 @@ on the GPU and nothing is read back on the host: the slots are sorted by expert 
 counted into `offs` on the device (one small kernel), and then both GEMMs of the layer
 run as one persistent kernel. Its tasks are of two kinds:
 
-  gate-up tiles  x's rows of an expert times its gate and up rows; one TMA box brings a
-                 tile's gate rows and the matching up rows, and the epilogue stores
+  gate-up tiles  x's rows of an expert times its gate and up rows; the rows come straight
+                 from x, a TMA box per token row (no permuted copy of x), one TMA box
+                 brings a tile's gate rows and the matching up rows, and the epilogue stores
                  silu(gate) * up, so the (T k, 2I) intermediate never exists;
   down tiles     those SwiGLU rows times the expert's down projection; a down tile
                  starts once its expert's gate-up tiles are stored (a per-expert count
@@ -103,7 +104,7 @@ def compile_only(args, shape: MoEShape) -> bool:
     from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
     slots = args.tokens * shape.top_k
-    tile_n = megakernel_tile_n(shape.experts, shape.intermediate, slots, sms=132)  # the H200's
+    tile_n = megakernel_tile_n(shape.experts, shape.hidden, shape.intermediate, slots, sms=132)  # the H200's
     layer = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate, tile_n)
     cute.compile(layer, *layer.trace_args())
     show_compile(MoeExperts.kernel)
@@ -111,12 +112,14 @@ def compile_only(args, shape: MoEShape) -> bool:
         text = f.read()
     entry = ptx.single_entry(text)
     descriptors = len([p for p in entry.params if p.size == 128 and p.align == 64])
+    rows = layer.up.tile_m // 32  # the row loads of a gate-up tile's stage, one a 32-row chunk
     print(f"\nTasks, tiles of 128 rows x {tile_n} columns: an expert with r rows has ceil(r / 128) x "
           f"{layer.up.n_tiles} gate-up tiles ({2 * shape.intermediate} columns of w1, {shape.intermediate} stored) "
           f"and ceil(r / 128) x {layer.down.n_tiles} down tiles ({shape.hidden} columns); at most "
           f"{layer.tile_bound(slots)} tiles of either kind for {slots} slots.")
     print(f"One kernel: {len(ptx.entries(text))} entry, {descriptors} TMA descriptors in parameter space; "
-          f"gate and up rows of a gate-up tile: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
+          f"a gate-up tile's A: a 2-D TMA load of one row of x per token, {rows} in the code (a loop each over "
+          f"32 rows); gate and up rows: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
           f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
           f"a gate-up tile's count {text.count('atom.global.release.add')} release add after its stores, a down "
           f"tile's wait {text.count('ld.acquire.gpu')} acquire loads, {text.count('fence.proxy.async.global')} "

@@ -16,18 +16,20 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
               each sorted slot's token, and the groups' ends `offs`; one CTA of counts
               in shared memory up to 1024 slots (`route_kernel`), torch's sort and a
               scatter-add above;
-    gather    x's rows in expert order;
     experts   both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): the
-              gate-up tiles with SwiGLU in their epilogue, silu(gate) * up into a
-              (T k, I) scratch, then the down tiles into (T k, H), each down tile
-              starting once its expert's gate-up tiles are stored;
+              gate-up tiles, their A rows gathered from x by TMA (a box per token row,
+              no permuted copy of x), with SwiGLU in their epilogue, silu(gate) * up
+              into a (T k, I) scratch, then the down tiles into (T k, H), each down
+              tile starting once its expert's gate-up tiles are stored;
     combine   each token's k rows weighed and summed in one kernel (`combine_kernel`),
               reading each row once where it lies: fp32 sums in slot order, no atomics
               (the same sum on every run).
 
-The one kernel reads contiguous weights; for others `fused_moe_pair` (two grouped GEMMs,
-`grouped_mm_swiglu` then `grouped_mm`) does the work. W8 (`docs/fused_moe.md`) measures
-both, and the one kernel at each tile width (`megakernel_tile_n` picks one).
+The one kernel reads contiguous weights, and runs up to `ONE_KERNEL_MAX_SLOTS` slots;
+for other weights and above, `fused_moe_pair` (x's rows gathered in expert order, then
+two grouped GEMMs, `grouped_mm_swiglu` and `grouped_mm`) does the work. W8
+(`docs/fused_moe.md`) measures both, and the one kernel at each tile width
+(`megakernel_tile_n` picks one).
 
 For inference: the op has no autograd formula (a training step differentiates through
 `grouped_mm_swiglu` and `grouped_mm`, which have one).
@@ -74,8 +76,15 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
     return _fused_moe_impl(x, w1, w2, topk_weights, topk_ids)
 
 
+# Up to this many token slots (T k) `fused_moe` runs the one kernel, above it the pair. W8
+# (graph replays, every shape): the one kernel ahead at 1, 8 and 64 tokens (up to 512
+# slots), the pair ahead by 1% to 4% at 512 and 4,096 tokens (1,024 slots and more).
+ONE_KERNEL_MAX_SLOTS = 512
+
+
 def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
-    if w1.is_contiguous() and w2.is_contiguous():  # the one kernel reads the weights by their addresses
+    # (the one kernel reads the weights by their addresses: contiguous ones only)
+    if w1.is_contiguous() and w2.is_contiguous() and topk_ids.numel() <= ONE_KERNEL_MAX_SLOTS:
         return _one_kernel(x, w1, w2, topk_weights, topk_ids)
     return _pair(x, w1, w2, topk_weights, topk_ids)
 
@@ -157,16 +166,23 @@ def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagge
         fail(f"stagger_k = {stagger_k!r}; it is True, False or None (fused_moe's rule)", param="stagger_k")
 
 
-def megakernel_tile_n(experts: int, inter: int, slots: int, sms: int) -> int:
-    """The one kernel's tile width: 256, the fastest width in W8 or within its run-to-run
-    spread of the fastest wherever there are tiles for every SM; 128 where 256-wide
-    gate-up tiles would not fill half of the `sms` SMs, for more CTAs streaming weights
-    (Qwen3's experts at one token: 48 tiles of 256 against 96 of 128, where W8 has seen
-    either width ahead by 10-15% from one run to the next), or where I does not split
-    into 128-wide SwiGLU halves."""
+def megakernel_tile_n(experts: int, hidden: int, inter: int, slots: int, sms: int) -> int:
+    """The one kernel's tile width: 128 where I does not split into 128-wide SwiGLU halves,
+    or where 256-wide gate-up tiles (of at most min(E, slots) experts with a slot) fill
+    fewer than three waves of the `sms` SMs while the down tiles take no K split at that
+    width; else 256. The last wave of a GEMM runs on part of the SMs, a larger part of
+    its time the fewer waves there are; 128-wide tiles double the waves. W8 (graph
+    replays, A gathered by rows): Qwen3's experts at 8 tokens (at most 384 tiles of
+    256) 1.06x faster at 128, at one token (48) 1.18x; DeepSeek-V3's at one token (128)
+    within 2%; from about four waves on (DeepSeek-V3's and Mixtral's at 8 and 64 tokens,
+    Qwen3's at 64) 256 is even or faster (up to 1.27x), and so at Mixtral's one token,
+    where its down tiles run in K splits."""
     if inter % 128:
         return 128
-    return 256 if min(experts, slots) * (2 * inter // 256) * 2 >= sms else 128
+    gate_up_tiles = min(experts, slots) * (2 * inter // 256)
+    if gate_up_tiles < 3 * sms and megakernel_split_k(experts, hidden, inter, slots, sms, 256) == 1:
+        return 128
+    return 256
 
 
 def megakernel_split_k(experts: int, hidden: int, inter: int, slots: int, sms: int, tile_n: int) -> int:
@@ -222,8 +238,9 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
                 stagger_k: Optional[bool] = None, trace: bool = False):
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
-    expert's stored gate-up tiles. The route, row gather and combine as in `fused_moe_pair`.
-    With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS) int64 ns)."""
+    expert's stored gate-up tiles, the gate-up tiles reading x's rows through `token`. The
+    route and combine as in `fused_moe_pair`. With `trace`, (result, the CTAs' phase stamps
+    (CTAs, STAMP_SLOTS) int64 ns)."""
     import cutlass
 
     from .hopper_grouped_gemm import STAMP_SLOTS
@@ -237,12 +254,13 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     else:
         done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
     row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done[:experts])
-    xs = x[token]
-    total, size = xs.shape[0], x.element_size()
+    if not x.is_contiguous() or x.data_ptr() % 16:  # TMA reads x's rows by its address, 16-byte aligned
+        x = x.contiguous() if not x.is_contiguous() else x.clone()
+    total, size = token.numel(), x.element_size()
     if not total:  # no tokens: nothing to launch
         out = x.new_empty(x.shape)
         return (out, done.new_empty(0, STAMP_SLOTS, dtype=torch.int64)) if trace else out
-    tile_n = tile_n or megakernel_tile_n(experts, inter, total, sms)
+    tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
     act = _scratch(total, inter, x)
@@ -254,9 +272,9 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
     ctas = max(1, min(gemms.tile_bound(total), sms))
     # (the ragged store descriptors' bases lie M rows before each output)
-    _on_device(index, kernel, xs.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size, act.data_ptr(),
-               w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(), done.data_ptr(),
-               total, ctas)
+    _on_device(index, kernel, x.data_ptr(), token.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size,
+               act.data_ptr(), w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(),
+               done.data_ptr(), x.shape[0], total, ctas)
     out = combine(y, row_of, topk_weights, x.dtype)
     if trace:
         return out, done[stamps_offset(experts):].view(torch.int64).view(sms, STAMP_SLOTS)[:ctas]

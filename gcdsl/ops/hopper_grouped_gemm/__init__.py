@@ -175,6 +175,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
         self.a_tile_bytes = self.tile_m * TILE_K * config.ab_dtype.width // 8
         self.a_short_box_bytes = A_SHORT_BOX_ROWS * TILE_K * config.ab_dtype.width // 8
+        self.a_row_bytes = TILE_K * config.ab_dtype.width // 8  # a row of A gathered alone
         self.short_a_boxes = config.short_a_boxes
         self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
         self.header_bytes = header_bytes(self.table_groups)
@@ -257,11 +258,14 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
 
     def tma_atoms(self, a: cute.Tensor, b: cute.Tensor, c: cute.Tensor, a_smem, b_smem, c_smem) -> Tuple:
         """(atom, TMA coordinates) of A, B (multicast to a pair) and the output, in that
-        order, flattened: the views of `operands` into the layouts of `mma_and_smem_layouts`."""
+        order, flattened: the views of `operands` into the layouts of `mma_and_smem_layouts`
+        (A's None where `a` is)."""
         tile_m, tile_n, tile_k = self.tile_mnk
-        tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
-            cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
-        )
+        tma_a, tma_coords_a = None, None  # (no A: one whose rows are gathered, `tma_atom_a_rows`)
+        if cutlass.const_expr(a is not None):
+            tma_a, tma_coords_a = cpasync.make_tiled_tma_atom(
+                cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(a_smem, (None, None, 0)), (tile_m, tile_k)
+            )
         b_op = cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else cpasync.CopyBulkTensorTileG2SOp()
         tma_b, tma_coords_b = cpasync.make_tiled_tma_atom(
             b_op, b, cute.slice_(b_smem, (None, None, 0)), (tile_n, tile_k), num_multicast=self.cluster_m
@@ -280,6 +284,14 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         short = sm90.make_smem_layout_a(LayoutEnum.ROW_MAJOR, (A_SHORT_BOX_ROWS, *self.tile_mnk[1:]), self.ab_dtype, 1)
         return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(short, (None, None, 0)),
                                            (A_SHORT_BOX_ROWS, TILE_K))
+
+    def tma_atom_a_rows(self, x: cute.Tensor, a_smem) -> Tuple:
+        """(atom, TMA coordinates) of A gathered row by row from `x` (rows, K): a box of one
+        row and one k-tile, into a row of the stage's A tile. The box keeps the tile's
+        swizzle, which TMA applies by shared-memory address, so a row lands where the
+        whole tile's box would have put it (`Producer.produce`, `a_rows`)."""
+        row = cute.make_composed_layout(a_smem.inner, 0, cute.make_layout((1, TILE_K), stride=(TILE_K, 1)))
+        return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), x, row, (1, TILE_K))
 
     @cute.jit
     def operands(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer, total: cutlass.Int32):

@@ -1,11 +1,13 @@
 """Both GEMMs of an MoE expert layer in one persistent kernel (`MoeExperts`).
 
-    act[rows of e] = silu(xs[rows of e] @ gate_e^T) * (xs[rows of e] @ up_e^T)    the gate-up GEMM
-    y[rows of e]   = act[rows of e] @ w2_e^T                                      the down GEMM
+    act[rows of e] = silu(x[token[rows of e]] @ gate_e^T) * (x[token[rows of e]] @ up_e^T)    the gate-up GEMM
+    y[rows of e]   = act[rows of e] @ w2_e^T                                                  the down GEMM
 
-`xs` (M, H) holds the tokens' rows in slot order, grouped by expert through `offs`
-(G = E); `w1` is (E, 2I, H), gate rows first, `w2` (E, H, I); `act` (M, I) is the
-kernel's scratch and `y` (M, H) its output. Each GEMM is the grouped GEMM of this
+The M rows are the token slots sorted by expert, grouped through `offs` (G = E); `x`
+(T, H) holds the tokens and `token` (M,) the token of each sorted slot: the gate-up
+tiles gather their A rows from x by TMA, a box per row (`Producer.produce`, `a_rows`),
+with no permuted copy of x. `w1` is (E, 2I, H), gate rows first, `w2` (E, H, I);
+`act` (M, I) is the kernel's scratch and `y` (M, H) its output. Each GEMM is the grouped GEMM of this
 package, configured as `grouped_mm_swiglu` and `grouped_mm` would be, with the same
 tile shape so that both run through one shared-memory ring and one pipeline.
 
@@ -23,8 +25,8 @@ at once: the host launches at most as many CTAs as fit on the GPU together, and 
 kernel must not share the GPU with work that could keep some of them from starting.
 Should that happen, a wait of 20 s traps with a message (`Producer.wait_for_group`).
 
-Descriptors: eight (xs and act loaded, each in whole tiles and in short boxes for
-partial M-tiles, w1, act stored, w2, y), each in grid-constant parameter space, none
+Descriptors: seven (x's rows, w1, act stored, act loaded in whole tiles and in short
+boxes for partial M-tiles, w2, y), each in grid-constant parameter space, none
 depending on `offs` or on the routing.
 
 Phase stamps (`trace=True`, for `fused_moe.megakernel_phases`): each CTA writes the
@@ -67,9 +69,10 @@ class MoeExperts:
     (the module docstring).
 
     `__call__` is the host function to `cute.compile`:
-        (xs, w1, act_store, act, w2, y_store, offs, done, total, num_ctas, stream)
-    pointers all, but `total` (M) and `num_ctas`; `act_store` and `y_store` are `act` and
-    `y` moved back by M rows (the base of the grouped GEMM's ragged store descriptor).
+        (x, token, w1, act_store, act, w2, y_store, offs, done, tokens, total, num_ctas, stream)
+    pointers all, but `tokens` (T), `total` (M) and `num_ctas`; `token` Int64; `act_store`
+    and `y_store` are `act` and `y` moved back by M rows (the base of the grouped GEMM's
+    ragged store descriptor).
     """
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128,
@@ -107,26 +110,30 @@ class MoeExperts:
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
         ab = self.up.ab_dtype
-        return (ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(self.down.c_dtype), ptr(cutlass.Int32, 4),
-                ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
+        return (ptr(ab), ptr(cutlass.Int64, 8), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(self.down.c_dtype),
+                ptr(cutlass.Int32, 4), ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1),
+                cute.runtime.make_fake_stream())
 
     @cute.jit
-    def __call__(self, xs_ptr: cute.Pointer, w1_ptr: cute.Pointer, act_store_ptr: cute.Pointer,
-                 act_ptr: cute.Pointer, w2_ptr: cute.Pointer, y_store_ptr: cute.Pointer, offs_ptr: cute.Pointer,
-                 done_ptr: cute.Pointer, total: cutlass.Int32, num_ctas: cutlass.Int32, stream: cuda.CUstream):
+    def __call__(self, x_ptr: cute.Pointer, token_ptr: cute.Pointer, w1_ptr: cute.Pointer,
+                 act_store_ptr: cute.Pointer, act_ptr: cute.Pointer, w2_ptr: cute.Pointer, y_store_ptr: cute.Pointer,
+                 offs_ptr: cute.Pointer, done_ptr: cute.Pointer, tokens: cutlass.Int32, total: cutlass.Int32,
+                 num_ctas: cutlass.Int32, stream: cuda.CUstream):
         up, down = self.up, self.down
-        a0, b0, c0 = up.operands(xs_ptr, w1_ptr, act_store_ptr, total)
+        _, b0, c0 = up.operands(w1_ptr, w1_ptr, act_store_ptr, total)  # (A gathered from x: no A view)
         a1, b1, c1 = down.operands(act_ptr, w2_ptr, y_store_ptr, total)
+        x = cute.make_tensor(x_ptr, cute.make_layout((tokens, up.k), stride=(up.k, 1)))
+        token = cute.make_tensor(token_ptr, cute.make_layout(total))
         offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
         done = cute.make_tensor(done_ptr, cute.make_layout(self.experts))
 
         # One MMA and one ring for both (same tile, K-major operands); each GEMM its own sub-tile buffers.
         tiled_mma, a_smem, b_smem, c_smem_up = up.mma_and_smem_layouts()
         c_smem_down = down.mma_and_smem_layouts()[3]
-        tma_a0, mA0, tma_b0, mB0, tma_c0, mC0 = up.tma_atoms(a0, b0, c0, a_smem, b_smem, c_smem_up)
+        _, _, tma_b0, mB0, tma_c0, mC0 = up.tma_atoms(None, b0, c0, a_smem, b_smem, c_smem_up)
         tma_a1, mA1, tma_b1, mB1, tma_c1, mC1 = down.tma_atoms(a1, b1, c1, a_smem, b_smem, c_smem_down)
-        tma_a0_short, mA0_short = up.tma_atom_a_short(a0)  # partial M-tiles' A rows (`Producer.produce`)
-        tma_a1_short, mA1_short = down.tma_atom_a_short(a1)
+        tma_x, mX = up.tma_atom_a_rows(x, a_smem)  # the gate-up tiles' A, a row at a time
+        tma_a1_short, mA1_short = down.tma_atom_a_short(a1)  # partial M-tiles' A rows (`Producer.produce`)
 
         table = self.table
         # one sub-tile area in the gate-up GEMM's output type, as many bytes as either GEMM's buffers
@@ -144,19 +151,18 @@ class MoeExperts:
             sC: cute.struct.Align[cute.struct.MemRange[up.c_dtype, epi_elements], 1024]
 
         self.shared_storage = SharedStorage
-        self.kernel(tiled_mma, tma_a0, mA0, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
-                    tma_a0_short, mA0_short, tma_a1_short, mA1_short, offs, done, total, a_smem, b_smem,
+        self.kernel(tiled_mma, tma_x, mX, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
+                    tma_a1_short, mA1_short, token, offs, done, total, a_smem, b_smem,
                     c_smem_up, c_smem_down).launch(
             grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
     def kernel(self, tiled_mma: cute.TiledMma,
-               tma_a0: cute.CopyAtom, mA0: cute.Tensor, tma_b0: cute.CopyAtom, mB0: cute.Tensor,
+               tma_x: cute.CopyAtom, mX: cute.Tensor, tma_b0: cute.CopyAtom, mB0: cute.Tensor,
                tma_c0: cute.CopyAtom, mC0: cute.Tensor,
                tma_a1: cute.CopyAtom, mA1: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_c1: cute.CopyAtom, mC1: cute.Tensor,
-               tma_a0_short: cute.CopyAtom, mA0_short: cute.Tensor, tma_a1_short: cute.CopyAtom,
-               mA1_short: cute.Tensor,
+               tma_a1_short: cute.CopyAtom, mA1_short: cute.Tensor, token: cute.Tensor,
                offs: cute.Tensor, done: cute.Tensor, total: cutlass.Int32,
                a_smem: cute.ComposedLayout, b_smem: cute.ComposedLayout,
                c_smem_up: cute.ComposedLayout, c_smem_down: cute.ComposedLayout):
@@ -176,7 +182,7 @@ class MoeExperts:
         rank = cutlass.Int32(0)
 
         if warp == 0:
-            for atom in (tma_a0, tma_b0, tma_c0, tma_a1, tma_b1, tma_c1, tma_a0_short, tma_a1_short):
+            for atom in (tma_x, tma_b0, tma_c0, tma_a1, tma_b1, tma_c1, tma_a1_short):
                 cpasync.prefetch_descriptor(atom)
 
         smem = SmemAllocator()
@@ -215,9 +221,9 @@ class MoeExperts:
         if warpgroup_idx == 0:
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
-                state = self.up.produce(mainloop, tma_a0, mA0, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up, row_end,
-                                        total, tiles_up, bidx, num_ctas, rank, finish=False,
-                                        stagger_k=self.stagger_k, a_short=(tma_a0_short, mA0_short))
+                state = self.up.produce(mainloop, None, None, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up,
+                                        row_end, total, tiles_up, bidx, num_ctas, rank, finish=False,
+                                        stagger_k=self.stagger_k, a_rows=(tma_x, mX, token))
                 self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
                                   total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),

@@ -26,7 +26,8 @@ class Producer:
                 row_end: cute.Tensor, total: cutlass.Int32, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
                 wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
-                stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None)):
+                stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None),
+                a_rows: Tuple = (None, None, None)):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -40,13 +41,20 @@ class Producer:
         over. `a_short`, A's atom and coordinates in short boxes (`tma_atom_a_short`;
         (None, None) without): a partial M-tile loads only the boxes that cover its rows,
         and since the stage's A bytes then vary, the full barrier expects B's at the
-        arrive and the producer adds A's before it issues any load. Returns the state."""
+        arrive and the producer adds A's before it issues any load. `a_rows`, for ragged M:
+        (atom, coordinates, rows) of A gathered row by row (`tma_atom_a_rows`; `tma_a`, `mA`
+        and `a_short` unused): the tile's row r is row rows[first row + r] of the gathered
+        tensor (the token of a sorted slot, in the expert layer), one box a row and k-tile,
+        issued by one lane, the rows' indices read once a tile, a lane's share in registers.
+        Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tma_a_short, mA_short = a_short
+        tma_a_rows, mA_rows, row_index = a_rows
+        row_chunks = tile_m // 32  # a lane's share of a tile's row indices
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -60,7 +68,8 @@ class Producer:
                 first_row = start
                 if m_tile * tile_m < rows:
                     first_row += m_tile * tile_m
-                gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
+                if cutlass.const_expr(tma_a_rows is None):
+                    gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
             elif cutlass.const_expr(self.ragged == "k"):
                 # The group's K range through the views of `operands`: third coordinate
@@ -78,9 +87,22 @@ class Producer:
             else:
                 gA = cute.local_tile(mA[(None, None, group)], (tile_m, tile_k), (m_tile, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
-            tAsA, tAgA = cpasync.tma_partition(
-                tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
-            )
+            if cutlass.const_expr(tma_a_rows is None):
+                tAsA, tAgA = cpasync.tma_partition(
+                    tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
+                )
+            else:
+                # one box per row: the stage's rows, and every row of the gathered tensor by k-tile
+                tRsA, tRgA = cpasync.tma_partition(
+                    tma_a_rows, 0, cute.make_layout(1), cute.group_modes(cute.flat_divide(sA, (1, tile_k)), 0, 2),
+                    cute.group_modes(cute.local_tile(mA_rows, (1, tile_k), (None, None)), 0, 2))
+                rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
+                lane = cute.arch.lane_idx()
+                lane_rows = cute.make_rmem_tensor((row_chunks,), cutlass.Int32)
+                for j in cutlass.range_constexpr(row_chunks):  # every load in flight before the first use
+                    lane_rows[j] = cutlass.Int32(0)
+                    if lane + 32 * j < rows_in_tile:
+                        lane_rows[j] = cutlass.Int32(row_index[first_row + lane + 32 * j])
             short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
             if cutlass.const_expr(tma_a_short is not None):
                 # A's boxes of A_SHORT_BOX_ROWS rows from the tile's first row, into the
@@ -110,7 +132,16 @@ class Producer:
                     if kk >= k_tiles:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
-                if cutlass.const_expr(tma_a_short is None):
+                if cutlass.const_expr(tma_a_rows is not None):
+                    with cute.arch.elect_one():  # (before any load of the stage, as below)
+                        cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
+                    for j in cutlass.range_constexpr(row_chunks):
+                        for lane_of_row in cutlass.range(cutlass.max(cutlass.min(rows_in_tile - 32 * j, 32), 0),
+                                                         unroll=1):
+                            row = cute.arch.shuffle_sync(lane_rows[j], lane_of_row)
+                            cute.copy(tma_a_rows, tRgA[(None, row, kk)],
+                                      tRsA[(None, 32 * j + lane_of_row, 0, state.index)], tma_bar_ptr=full)
+                elif cutlass.const_expr(tma_a_short is None):
                     cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 elif short_boxes == 0:
                     with cute.arch.elect_one():  # (before any load of the stage: its phase cannot end early)
