@@ -208,7 +208,7 @@ def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False,
         import cutlass
         from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
-        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, tile_n, split_k, stagger_k, trace)
+        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, 8, tile_n, split_k, stagger_k, trace)
         return kernel, kernel.trace_args()
 
     return build

@@ -106,6 +106,12 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                "tRsA[(None, 32 * j, 0, state.index)]"),
     "experts_rows_index_from_lane_0": ("cute.arch.shuffle_sync(lane_rows[j], lane_of_row)",
                                        "cute.arch.shuffle_sync(lane_rows[j], 0)"),
+    # ... and the combine in its down tiles' epilogue: a token finished one row early, every
+    # slot's row and weight its first slot's, one count for all of a token's column tiles
+    "experts_combine_one_row_early": ("if seen == arrivals - 1:", "if seen == arrivals - 2:"),
+    "experts_combine_first_slot_for_all": ("slot = t * top_k + j\n", "slot = t * top_k\n"),
+    "experts_combine_one_count_a_token": ("t * self.n_tiles + n_tile, cutlass.Int32(1)",
+                                          "t * self.n_tiles + 0, cutlass.Int32(1)"),
     # K splits: each range one k-tile longer (the next range's first counted twice)
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
@@ -127,7 +133,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
-    "route_leaves_the_counters": ("            zeros[tidx] = cutlass.Int32(0)\n", ""),
+    "route_leaves_the_counters": ("cutlass.range(tidx, zero_count, MAX_SLOTS", "cutlass.range(tidx, 0, MAX_SLOTS"),
     "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",
                                           "for before in cutlass.range(tidx + 1, unroll=8):\n                if slot_expert"),
 }
@@ -146,6 +152,9 @@ FOCUS: Dict[str, str] = {
     "experts_rows_one_too_few": "one_kernel and (float32 or break)",
     "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",
     "experts_rows_index_from_lane_0": "one_kernel and (float32 or break)",
+    "experts_combine_one_row_early": "one_kernel and (float32 or break)",
+    "experts_combine_first_slot_for_all": "one_kernel and (float32 or break)",
+    "experts_combine_one_count_a_token": "one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
     "combine_reads_the_slot_not_its_row": "combine_kernel_against",

@@ -121,7 +121,7 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
                                            ("moe_experts_e8_h4096_i14336_t256_split4", 16),
                                            ("moe_experts_e8_h4096_i14336_t256_split4_stagger", 16)])
 def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
-    """Both GEMMs in one kernel: seven TMA descriptors in parameter space (x's rows, w1,
+    """Both GEMMs and the combine in one kernel: seven TMA descriptors in parameter space (x's rows, w1,
     act stored, act loaded in whole tiles and in short boxes, w2, y), none rewritten, no
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
     one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
@@ -144,7 +144,13 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     spin = re.search(r"(\$L__BB\d+_\d+):\s+ld\.acquire\.gpu\.global\.b32[^;]*;.*?\btrap;.*?bra\s+\1;\s+"
                      r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
-    assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 2
+    assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 3
+    # the combine: a down tile's stores written and fenced, then a lane a row counts its token
+    # (acquire and release), listing the token in shared memory when its count completes
+    combine = re.search(r"cp\.async\.bulk\.wait_group\s+0;(?:(?!\n\$L)[^;]*;){0,3}?\s*(?:\$L__BB\d+_\d+:\s+)?"
+                        r"fence\.proxy\.async\.global;.*?atom\.global\.acq_rel\.add\.u32.*?atom\.shared\.cta\.add",
+                        text, re.S)
+    assert combine and text.count("atom.global.acq_rel.add") == 1, "a token's count follows its row's stores"
 
 
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64"])
@@ -498,6 +504,25 @@ def test_one_kernel_gathers_rows_of_x_through_any_view(view):
         x = base[1:1 + tokens * hidden].view(tokens, hidden)
     weights, ids = _routing(tokens, experts, k, "random")
     _check_close(fused_moe_megakernel(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tokens", [1, 64])
+def test_decode_layer_is_two_kernels_the_route_and_the_one_kernel(tokens):
+    """At decode `fused_moe` launches the routing kernel and the expert kernel, nothing
+    else: no gather of x, no combine, no fill."""
+    experts, hidden, inter, k = 16, 256, 128, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random")
+    gcdsl.ops.fused_moe(x, w1, w2, weights, ids)  # compiled outside the profile
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 2 and "RouteSlots" in kernels[0] and "MoeExperts" in kernels[1], kernels
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

@@ -77,7 +77,8 @@ def test_tutorial_04_fused_moe(tmp_path):
         assert ("One kernel: 1 entry, 7 TMA descriptors in parameter space; a gate-up tile's A: a 2-D TMA load of "
                 "one row of x per token, 4 in the code (a loop each over 32 rows); gate and up rows: "
                 "1 5-D TMA load of w1 a stage; silu(gate) * up: 32 ex2 and 32 rcp a thread; a gate-up tile's count "
-                "1 release add after its stores, a down tile's wait 2 acquire loads, 2 proxy fences") in proc.stdout
+                "1 release add after its stores, a down tile's wait 2 acquire loads, a down tile's combine 1 "
+                "acquire-release add a row, 3 proxy fences") in proc.stdout
 
 
 def test_tutorial_05_expert_parallel_on_two_cpu_processes(tmp_path):

@@ -20,9 +20,9 @@ run as one persistent kernel. Its tasks are of two kinds:
                  on the device, no second launch).
 
 Each task picks its TMA descriptors (x's rows, w1, the SwiGLU rows, w2, the output) from
-the kernel's parameter space at runtime. The weighted combine then sums each token's
-rows. So the layer can be captured in a CUDA graph and replayed after the routing
-changed.
+the kernel's parameter space at runtime. The weighted combine runs in the down tiles'
+epilogue: the tile that stores the last of a token's rows sums them. So the layer can
+be captured in a CUDA graph and replayed after the routing changed.
 
 On a GPU: the layer verified against float32, eager and replayed from a graph on new
 routing, and timed beside its two-GEMM form and the same layer on torch._grouped_mm.
@@ -105,7 +105,7 @@ def compile_only(args, shape: MoEShape) -> bool:
 
     slots = args.tokens * shape.top_k
     tile_n = megakernel_tile_n(shape.experts, shape.hidden, shape.intermediate, slots, sms=132)  # the H200's
-    layer = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate, tile_n)
+    layer = MoeExperts(cutlass.BFloat16, shape.experts, shape.hidden, shape.intermediate, shape.top_k, tile_n)
     cute.compile(layer, *layer.trace_args())
     show_compile(MoeExperts.kernel)
     with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
@@ -122,7 +122,8 @@ def compile_only(args, shape: MoEShape) -> bool:
           f"32 rows); gate and up rows: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
           f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
           f"a gate-up tile's count {text.count('atom.global.release.add')} release add after its stores, a down "
-          f"tile's wait {text.count('ld.acquire.gpu')} acquire loads, {text.count('fence.proxy.async.global')} "
+          f"tile's wait {text.count('ld.acquire.gpu')} acquire loads, a down tile's combine "
+          f"{text.count('atom.global.acq_rel.add')} acquire-release add a row, {text.count('fence.proxy.async.global')} "
           "proxy fences")
     return True
 

@@ -20,10 +20,13 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
               gate-up tiles, their A rows gathered from x by TMA (a box per token row,
               no permuted copy of x), with SwiGLU in their epilogue, silu(gate) * up
               into a (T k, I) scratch, then the down tiles into (T k, H), each down
-              tile starting once its expert's gate-up tiles are stored;
-    combine   each token's k rows weighed and summed in one kernel (`combine_kernel`),
-              reading each row once where it lies: fp32 sums in slot order, no atomics
+              tile starting once its expert's gate-up tiles are stored, and the
+              weighted combine in their epilogue: the down tile that stores the last
+              of a token's k rows of its columns sums them, in fp32 in slot order
               (the same sum on every run).
+
+The two-GEMM form gathers x's rows in expert order first and combines in a kernel of
+its own (`combine_kernel`), reading each row once where it lies.
 
 The one kernel reads contiguous weights, and runs up to `ONE_KERNEL_MAX_SLOTS` slots;
 for other weights and above, `fused_moe_pair` (x's rows gathered in expert order, then
@@ -110,7 +113,7 @@ def route(topk_ids: torch.Tensor, experts: int, one_kernel: bool = True,
     `route_slots` sorts them (int32: row_of[order[p]] = p), the token of each sorted slot,
     and `route_slots`' offs; in one kernel up to `route_kernel.MAX_SLOTS` slots (decode;
     an id outside [0, E) traps in it), by torch's kernels above or with `one_kernel=False`.
-    `zeros`, E int32 counters, come back zeroed (by that kernel where it runs)."""
+    `zeros`, int32 counters (E of them or more), come back zeroed (by that kernel where it runs)."""
     from .route_kernel import MAX_SLOTS, RouteSlots
 
     flat = topk_ids.reshape(-1)
@@ -126,7 +129,7 @@ def route(topk_ids: torch.Tensor, experts: int, one_kernel: bool = True,
         id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[flat.dtype]
         _, kernel = _compiled(("route", experts, flat.dtype, index), lambda: RouteSlots(experts, id_dtype), index)
         _on_device(index, kernel, flat.data_ptr(), row_of.data_ptr(), token.data_ptr(), offs.data_ptr(),
-                   zeros.data_ptr(), flat.numel(), topk_ids.shape[1])
+                   zeros.data_ptr(), flat.numel(), topk_ids.shape[1], zeros.numel())
         return row_of, token, offs
     if zeros is not None:
         zeros.zero_()
@@ -238,46 +241,53 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
                 stagger_k: Optional[bool] = None, trace: bool = False):
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
-    expert's stored gate-up tiles, the gate-up tiles reading x's rows through `token`. The
-    route and combine as in `fused_moe_pair`. With `trace`, (result, the CTAs' phase stamps
-    (CTAs, STAMP_SLOTS) int64 ns)."""
+    expert's stored gate-up tiles, the gate-up tiles reading x's rows through `token`, the
+    down tiles combining each token's rows once all are stored. The route as in
+    `fused_moe_pair`. With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
+    int64 ns)."""
     import cutlass
 
     from .hopper_grouped_gemm import STAMP_SLOTS
     from .hopper_grouped_gemm.experts import MoeExperts, stamps_offset
 
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
+    (tokens, top_k), total = topk_ids.shape, topk_ids.numel()
     index = x.device.index
     sms = _ctas_at_once(index)
-    if trace:  # the counters, then each CTA's Int64 stamps (two Int32 each), zeroed
-        done = torch.zeros(stamps_offset(experts) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)
-    else:
-        done = _scratch(1, experts, x, torch.int32)[0]  # stored gate-up tiles per expert, zeroed by `route`
-    row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done[:experts])
-    if not x.is_contiguous() or x.data_ptr() % 16:  # TMA reads x's rows by its address, 16-byte aligned
-        x = x.contiguous() if not x.is_contiguous() else x.clone()
-    total, size = token.numel(), x.element_size()
     if not total:  # no tokens: nothing to launch
         out = x.new_empty(x.shape)
-        return (out, done.new_empty(0, STAMP_SLOTS, dtype=torch.int64)) if trace else out
+        return (out, torch.empty(0, STAMP_SLOTS, dtype=torch.int64, device=x.device)) if trace else out
     tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
+    # the counters (`experts.py`): per expert, then per token and column tile of the down GEMM
+    counters = experts + tokens * -(-hidden // tile_n)
+    if trace:  # ... then each CTA's Int64 stamps (two Int32 each), zeroed
+        done = torch.zeros(stamps_offset(counters) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)
+    else:
+        done = _scratch(1, counters, x, torch.int32)[0]  # zeroed by `route`
+    row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done[:counters])
+    if not x.is_contiguous() or x.data_ptr() % 16:  # TMA reads x's rows by its address, 16-byte aligned
+        x = x.contiguous() if not x.is_contiguous() else x.clone()
+    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    size = x.element_size()
     act = _scratch(total, inter, x)
     # the down tiles' output: with K splits, fp32 sums added into zeros
     y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
+    out = _scratch(tokens, hidden, x)
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
-    gemms, kernel = _compiled(("experts", x.dtype, experts, hidden, inter, tile_n, split_k, stagger_k, trace, index),
-                              lambda: MoeExperts(ab, experts, hidden, inter, tile_n, split_k, stagger_k, trace), index)
+    gemms, kernel = _compiled(
+        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, index),
+        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace), index)
     # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
     ctas = max(1, min(gemms.tile_bound(total), sms))
     # (the ragged store descriptors' bases lie M rows before each output)
-    _on_device(index, kernel, x.data_ptr(), token.data_ptr(), w1.data_ptr(), act.data_ptr() - total * inter * size,
-               act.data_ptr(), w2.data_ptr(), y.data_ptr() - total * hidden * y.element_size(), offs.data_ptr(),
-               done.data_ptr(), x.shape[0], total, ctas)
-    out = combine(y, row_of, topk_weights, x.dtype)
+    _on_device(index, kernel, x.data_ptr(), token.data_ptr(), row_of.data_ptr(), weights.data_ptr(), w1.data_ptr(),
+               act.data_ptr() - total * inter * size, act.data_ptr(), w2.data_ptr(),
+               y.data_ptr() - total * hidden * y.element_size(), y.data_ptr(), out.data_ptr(), offs.data_ptr(),
+               done.data_ptr(), tokens, total, ctas)
     if trace:
-        return out, done[stamps_offset(experts):].view(torch.int64).view(sms, STAMP_SLOTS)[:ctas]
+        return out, done[stamps_offset(counters):].view(torch.int64).view(sms, STAMP_SLOTS)[:ctas]
     return out
 
 

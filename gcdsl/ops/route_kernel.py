@@ -6,8 +6,8 @@ Given the router's `topk_ids` (T, k), flattened to the T k slots, one CTA writes
               row of the grouped GEMMs' operands that holds it
     token[p]  the token of the slot at position p
     offs[e]   the cumulative slot count of experts 0 .. e (the grouped GEMMs' group ends)
-    zeros[e]  0: the expert kernel's per-expert counters, cleared here rather than by a
-              launch of their own
+    zeros[i]  0 for i < `zero_count`: the expert kernel's counters (per expert, then per
+              token and column tile), cleared here rather than by a launch of their own
 
 and traps, with a message, on an id outside [0, E). One thread a slot: up to MAX_SLOTS
 slots (T k <= 1024: decode), where six of torch's kernels (a sort, two fills, a
@@ -36,9 +36,9 @@ class RouteSlots:
     """The kernel for E experts and ids of `id_dtype` (cutlass.Int32 or Int64).
 
     `__call__` is the host function to `cute.compile`:
-        (ids, row_of, token, offs, zeros, slots, top_k, stream)
+        (ids, row_of, token, offs, zeros, slots, top_k, zero_count, stream)
     `ids` the (T k,) ids; outputs `row_of` (T k,) Int32, `token` (T k,) Int64, `offs` and
-    `zeros` (E,) Int32."""
+    `zeros` (zero_count,) Int32."""
 
     def __init__(self, experts: int, id_dtype) -> None:
         if not 1 <= experts <= MAX_SLOTS:
@@ -50,17 +50,17 @@ class RouteSlots:
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=dtype.width // 8)
 
         return (ptr(self.id_dtype), ptr(cutlass.Int32), ptr(cutlass.Int64), ptr(cutlass.Int32), ptr(cutlass.Int32),
-                cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
+                cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1), cute.runtime.make_fake_stream())
 
     @cute.jit
     def __call__(self, ids_ptr: cute.Pointer, row_ptr: cute.Pointer, token_ptr: cute.Pointer,
                  offs_ptr: cute.Pointer, zeros_ptr: cute.Pointer, slots: cutlass.Int32, top_k: cutlass.Int32,
-                 stream: cuda.CUstream):
+                 zero_count: cutlass.Int32, stream: cuda.CUstream):
         ids = cute.make_tensor(ids_ptr, cute.make_layout(slots))
         row_of = cute.make_tensor(row_ptr, cute.make_layout(slots))
         token = cute.make_tensor(token_ptr, cute.make_layout(slots))
         offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
-        zeros = cute.make_tensor(zeros_ptr, cute.make_layout(self.experts))
+        zeros = cute.make_tensor(zeros_ptr, cute.make_layout(zero_count))
 
         @cute.struct
         class SharedStorage:
@@ -69,12 +69,12 @@ class RouteSlots:
             slot_expert: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
 
         self.shared_storage = SharedStorage
-        self.kernel(ids, row_of, token, offs, zeros, slots, top_k).launch(
+        self.kernel(ids, row_of, token, offs, zeros, slots, top_k, zero_count).launch(
             grid=(1, 1, 1), block=(MAX_SLOTS, 1, 1), stream=stream)
 
     @gcdsl.kernel
     def kernel(self, ids: cute.Tensor, row_of: cute.Tensor, token: cute.Tensor, offs: cute.Tensor,
-               zeros: cute.Tensor, slots: cutlass.Int32, top_k: cutlass.Int32):
+               zeros: cute.Tensor, slots: cutlass.Int32, top_k: cutlass.Int32, zero_count: cutlass.Int32):
         tidx, _, _ = cute.arch.thread_idx()
         experts = self.experts
         storage = SmemAllocator().allocate(self.shared_storage)
@@ -84,7 +84,8 @@ class RouteSlots:
 
         if tidx < experts:
             counts[tidx] = cutlass.Int32(0)
-            zeros[tidx] = cutlass.Int32(0)
+        for i in cutlass.range(tidx, zero_count, MAX_SLOTS, unroll=1):
+            zeros[i] = cutlass.Int32(0)
         expert = cutlass.Int32(0)
         if tidx < slots:
             wide = cutlass.Int64(ids[tidx])  # checked before it is narrowed

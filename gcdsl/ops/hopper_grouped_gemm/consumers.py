@@ -21,13 +21,14 @@ class Consumers:
                 row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
                 warpgroup_idx: cutlass.Int32, states=None, finish: bool = True,
-                signal: Optional[cute.Tensor] = None):
+                signal: Optional[cute.Tensor] = None, combine: Optional[Tuple] = None):
         """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `states`, the
         (read, release) pipeline states to go on from; `finish`, whether to wait at the end
         for the last stores to have read shared memory; `signal`, counters: each tile's
-        storing thread adds one to signal[group] once the tile is written. Returns the states."""
+        storing thread adds one to signal[group] once the tile is written; `combine`, the
+        weighted combine's operands (`Epilogue.finish_tokens`). Returns the states."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
@@ -64,7 +65,7 @@ class Consumers:
             if rows > m_tile * tile_m:
                 self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                 group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0,
-                                signal)
+                                signal, combine)
             tile += num_clusters
 
         if cutlass.const_expr(finish):

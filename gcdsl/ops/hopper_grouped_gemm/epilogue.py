@@ -71,12 +71,15 @@ class Epilogue:
                    accumulators: Tuple[Tuple[Any, ...], ...], group: cutlass.Int32, start: cutlass.Int32,
                    rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32, warp: cutlass.Int32,
                    epilogue_barrier: pipeline.NamedBarrier,
-                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None):
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None,
+                   combine: Optional[Tuple] = None):
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
         store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
         the stores, and `epilogue_barrier` spans the warps that share them. With `signal`,
         the storing thread then waits for the tile's stores to be written and adds one to
-        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it."""
+        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it. With
+        `combine`, the tile then counts its rows' tokens and finishes those it completes
+        (`finish_tokens`)."""
         tile_m = self.tile_m
         sub_size = cute.size(sub_acc)
         sub_tiles = self.out_tile_n // self.epi_tile[1]
@@ -121,3 +124,62 @@ class Epilogue:
                     cute.arch.cp_async_bulk_wait_group(0, read=False)  # the tile's rows written
                     cute.arch.fence_proxy("async.global")  # TMA's writes before the count
                     cute.arch.atomic_add(signal.iterator + group, cutlass.Int32(1), sem="release", scope="gpu")
+        if cutlass.const_expr(combine is not None):
+            first_row = start + m_tile * tile_m
+            self.finish_tokens(combine, first_row, cutlass.min(rows - m_tile * tile_m, tile_m), n_tile, warp,
+                               store_warp, epilogue_barrier)
+
+    @cute.jit
+    def finish_tokens(self, combine: Tuple, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32,
+                      n_tile: cutlass.Int32, warp: cutlass.Int32, store_warp: cutlass.Int32,
+                      epilogue_barrier: pipeline.NamedBarrier):
+        """The weighted combine of an MoE layer in its down tiles' epilogue (`experts.py`):
+        out[t, columns of the tile] = sum_j weights[t k + j] * y[row_of[t k + j], columns],
+        in fp32, in slot order, by whichever tile brings the last of the token's rows.
+
+        `combine` = (token, row_of, weights, y, out, counts, finished, k). The storing
+        warp waits for the tile's stores to be written and fences the proxies; then a
+        lane a row adds one to counts[t, n_tile] for the row's token t (acquire and
+        release, GPU scope). The add that reaches k x split_k (each of the token's k rows
+        comes from one tile, `split_k` work items each) follows every other row's store
+        of those columns, so its tile lists t in `finished` (shared memory, the count in
+        its last entry), and after a barrier its 256 consumer threads sum the listed
+        tokens' rows, 16 bytes of columns a thread. Each token and column tile is summed
+        once, in one order: the same result on every run."""
+        token, row_of, weights, y, out, counts, finished, top_k = combine
+        tile_m, tile_n = self.tile_m, self.config.tile_n
+        arrivals = top_k * self.split_k
+        if warp == store_warp:
+            if cutlass.const_expr(self.split_k > 1):
+                cute.arch.cp_async_bulk_wait_group(0, read=False)  # every lane, as the reduce-adds were issued
+            else:
+                with cute.arch.elect_one():
+                    cute.arch.cp_async_bulk_wait_group(0, read=False)  # the tile's rows written
+            cute.arch.fence_proxy("async.global")  # TMA's writes before the counts
+            cute.arch.sync_warp()
+            for r in cutlass.range(cute.arch.lane_idx(), rows_in_tile, 32, unroll=1):
+                t = cutlass.Int32(token[first_row + r])
+                seen = cute.arch.atomic_add(counts.iterator + t * self.n_tiles + n_tile, cutlass.Int32(1),
+                                            sem="acq_rel", scope="gpu")
+                if seen == arrivals - 1:
+                    finished[cute.arch.atomic_add(finished.iterator + tile_m, cutlass.Int32(1), scope="cta")] = t
+        epilogue_barrier.arrive_and_wait()
+        vector = 128 // self.c_dtype.width  # y's columns in 16 bytes
+        vectors = tile_n // vector  # a token's threads
+        consumer = cute.arch.thread_idx()[0] - 128
+        column = n_tile * vectors + consumer % vectors  # in vectors
+        for i in cutlass.range(consumer // vectors, finished[tile_m], 256 // vectors, unroll=1):
+            t = finished[i]
+            if column < self.n // vector:
+                loaded = []
+                for j in cutlass.range_constexpr(top_k):  # every row's load in flight before the sum
+                    slot = t * top_k + j
+                    loaded.append((weights[slot], y[(row_of[slot], (None, column))].load()))
+                total = cute.make_rmem_tensor((vector,), cutlass.Float32)
+                total.fill(0.0)
+                for weight, values in loaded:
+                    total.store(total.load() + weight * values.to(cutlass.Float32))
+                out[(t, (None, column))].store(total.load().to(out.element_type))
+        epilogue_barrier.arrive_and_wait()  # the list read before it is emptied
+        if consumer == 0:
+            finished[tile_m] = cutlass.Int32(0)

@@ -2,12 +2,16 @@
 
     act[rows of e] = silu(x[token[rows of e]] @ gate_e^T) * (x[token[rows of e]] @ up_e^T)    the gate-up GEMM
     y[rows of e]   = act[rows of e] @ w2_e^T                                                  the down GEMM
+    out[t]         = sum_j weights[t k + j] * y[row_of[t k + j]]                              the combine
 
 The M rows are the token slots sorted by expert, grouped through `offs` (G = E); `x`
 (T, H) holds the tokens and `token` (M,) the token of each sorted slot: the gate-up
 tiles gather their A rows from x by TMA, a box per row (`Producer.produce`, `a_rows`),
 with no permuted copy of x. `w1` is (E, 2I, H), gate rows first, `w2` (E, H, I);
-`act` (M, I) is the kernel's scratch and `y` (M, H) its output. Each GEMM is the grouped GEMM of this
+`act` (M, I) and `y` (M, H) are the kernel's scratch, `out` (T, H) its result: the
+down tile that brings the last of a token's k rows of a column tile sums them there
+(`Epilogue.finish_tokens`; `weights` fp32 and `row_of`, the sorted row of each slot,
+as the routing left them), so no kernel of its own combines them. Each GEMM is the grouped GEMM of this
 package, configured as `grouped_mm_swiglu` and `grouped_mm` would be, with the same
 tile shape so that both run through one shared-memory ring and one pipeline.
 
@@ -25,13 +29,16 @@ at once: the host launches at most as many CTAs as fit on the GPU together, and 
 kernel must not share the GPU with work that could keep some of them from starting.
 Should that happen, a wait of 20 s traps with a message (`Producer.wait_for_group`).
 
+Counters, in `done` (Int32, zeroed at the launch): E per expert (the gate-up tiles
+stored), then T x the down GEMM's N-tiles per token and column tile (its rows stored).
+
 Descriptors: seven (x's rows, w1, act stored, act loaded in whole tiles and in short
 boxes for partial M-tiles, w2, y), each in grid-constant parameter space, none
 depending on `offs` or on the routing.
 
 Phase stamps (`trace=True`, for `fused_moe.megakernel_phases`): each CTA writes the
 global timer (ns) at each of `PHASES` into eight Int64 after the counters in `done`'s
-buffer (from the first 8-byte boundary on), CTA c's at 8 c. Without it the kernel
+buffer (from the first 8-byte boundary after the counters on), CTA c's at 8 c. Without it the kernel
 has no such code.
 """
 from __future__ import annotations
@@ -50,12 +57,12 @@ import gcdsl
 
 from . import HopperGroupedGemm
 from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PHASES, PRODUCER_REGS, SCHEDULE_WARP, STAMP_SLOTS,
-                     THREADS, GemmConfig, groups_per_lane)
+                     THREADS, TILE_M, GemmConfig, groups_per_lane)
 
 
-def stamps_offset(experts: int) -> int:
+def stamps_offset(counters):
     """Int32 elements of `done`'s buffer before the phase stamps: the counters, to 8 bytes."""
-    return -(-experts // 2) * 2
+    return (counters + 1) // 2 * 2
 
 
 class MoeExperts:
@@ -69,23 +76,25 @@ class MoeExperts:
     (the module docstring).
 
     `__call__` is the host function to `cute.compile`:
-        (x, token, w1, act_store, act, w2, y_store, offs, done, tokens, total, num_ctas, stream)
-    pointers all, but `tokens` (T), `total` (M) and `num_ctas`; `token` Int64; `act_store`
-    and `y_store` are `act` and `y` moved back by M rows (the base of the grouped GEMM's
-    ragged store descriptor).
+        (x, token, row_of, weights, w1, act_store, act, w2, y_store, y, out, offs, done, tokens,
+         total, num_ctas, stream)
+    pointers all, but `tokens` (T), `total` (M) and `num_ctas`; `token` Int64, `row_of`
+    Int32, `weights` fp32 (T k,); `act_store` and `y_store` are `act` and `y` moved back by
+    M rows (the base of the grouped GEMM's ragged store descriptor).
     """
 
-    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, tile_n: int = 128,
+    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, tile_n: int = 128,
                  split_k: int = 1, stagger_k: bool = False, trace: bool = False) -> None:
         up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
         # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
         down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
                           split_k=split_k)
+        self.top_k = top_k  # slots a token: the combine's rows
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
         self.trace = trace
         self.table = 32 * groups_per_lane(experts)
-        # mbarriers, two tile tables (one per GEMM) and the shared row table
-        self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1)) // HEADER_ALIGN) * HEADER_ALIGN
+        # mbarriers, two tile tables (one per GEMM), the shared row table and the tokens a down tile finishes
+        self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN) * HEADER_ALIGN
         sizes = HopperGroupedGemm(up), HopperGroupedGemm(down)
         self.epi_bytes = max(g.epi_bytes for g in sizes)  # one sub-tile area, each GEMM its own buffers in it
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
@@ -110,15 +119,17 @@ class MoeExperts:
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
         ab = self.up.ab_dtype
-        return (ptr(ab), ptr(cutlass.Int64, 8), ptr(ab), ptr(ab), ptr(ab), ptr(ab), ptr(self.down.c_dtype),
-                ptr(cutlass.Int32, 4), ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1),
+        return (ptr(ab), ptr(cutlass.Int64, 8), ptr(cutlass.Int32, 4), ptr(cutlass.Float32, 4), ptr(ab), ptr(ab),
+                ptr(ab), ptr(ab), ptr(self.down.c_dtype), ptr(self.down.c_dtype), ptr(ab), ptr(cutlass.Int32, 4),
+                ptr(cutlass.Int32, 4), cutlass.Int32(1), cutlass.Int32(1), cutlass.Int32(1),
                 cute.runtime.make_fake_stream())
 
     @cute.jit
-    def __call__(self, x_ptr: cute.Pointer, token_ptr: cute.Pointer, w1_ptr: cute.Pointer,
-                 act_store_ptr: cute.Pointer, act_ptr: cute.Pointer, w2_ptr: cute.Pointer, y_store_ptr: cute.Pointer,
-                 offs_ptr: cute.Pointer, done_ptr: cute.Pointer, tokens: cutlass.Int32, total: cutlass.Int32,
-                 num_ctas: cutlass.Int32, stream: cuda.CUstream):
+    def __call__(self, x_ptr: cute.Pointer, token_ptr: cute.Pointer, row_ptr: cute.Pointer, weight_ptr: cute.Pointer,
+                 w1_ptr: cute.Pointer, act_store_ptr: cute.Pointer, act_ptr: cute.Pointer, w2_ptr: cute.Pointer,
+                 y_store_ptr: cute.Pointer, y_ptr: cute.Pointer, out_ptr: cute.Pointer, offs_ptr: cute.Pointer,
+                 done_ptr: cute.Pointer, tokens: cutlass.Int32, total: cutlass.Int32, num_ctas: cutlass.Int32,
+                 stream: cuda.CUstream):
         up, down = self.up, self.down
         _, b0, c0 = up.operands(w1_ptr, w1_ptr, act_store_ptr, total)  # (A gathered from x: no A view)
         a1, b1, c1 = down.operands(act_ptr, w2_ptr, y_store_ptr, total)
@@ -126,6 +137,14 @@ class MoeExperts:
         token = cute.make_tensor(token_ptr, cute.make_layout(total))
         offs = cute.make_tensor(offs_ptr, cute.make_layout(self.experts))
         done = cute.make_tensor(done_ptr, cute.make_layout(self.experts))
+        # the combine's operands: rows of y and out as 16-byte vectors of columns (`finish_tokens`)
+        hidden, vector = up.k, 128 // down.c_dtype.width
+        y = cute.make_tensor(y_ptr, cute.make_layout((total, (vector, hidden // vector)), stride=(hidden, (1, vector))))
+        out = cute.make_tensor(out_ptr, cute.make_layout((tokens, (vector, hidden // vector)),
+                                                         stride=(hidden, (1, vector))))
+        row_of = cute.make_tensor(row_ptr, cute.make_layout(total))
+        weights = cute.make_tensor(weight_ptr, cute.make_layout(total))
+        counts = cute.make_tensor(done_ptr + self.experts, cute.make_layout(tokens * down.n_tiles))
 
         # One MMA and one ring for both (same tile, K-major operands); each GEMM its own sub-tile buffers.
         tiled_mma, a_smem, b_smem, c_smem_up = up.mma_and_smem_layouts()
@@ -146,14 +165,15 @@ class MoeExperts:
             tile_end_up: cute.struct.MemRange[cutlass.Int32, table]
             tile_end_down: cute.struct.MemRange[cutlass.Int32, table]
             row_end: cute.struct.MemRange[cutlass.Int32, table + 1]
+            finished: cute.struct.MemRange[cutlass.Int32, TILE_M + 1]  # the tokens a down tile completes
             sA: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
             sB: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(b_smem)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[up.c_dtype, epi_elements], 1024]
 
         self.shared_storage = SharedStorage
         self.kernel(tiled_mma, tma_x, mX, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
-                    tma_a1_short, mA1_short, token, offs, done, total, a_smem, b_smem,
-                    c_smem_up, c_smem_down).launch(
+                    tma_a1_short, mA1_short, token, row_of, weights, y, out, counts, offs, done, total, a_smem,
+                    b_smem, c_smem_up, c_smem_down).launch(
             grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
@@ -162,7 +182,8 @@ class MoeExperts:
                tma_c0: cute.CopyAtom, mC0: cute.Tensor,
                tma_a1: cute.CopyAtom, mA1: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_c1: cute.CopyAtom, mC1: cute.Tensor,
-               tma_a1_short: cute.CopyAtom, mA1_short: cute.Tensor, token: cute.Tensor,
+               tma_a1_short: cute.CopyAtom, mA1_short: cute.Tensor, token: cute.Tensor, row_of: cute.Tensor,
+               weights: cute.Tensor, y: cute.Tensor, out: cute.Tensor, counts: cute.Tensor,
                offs: cute.Tensor, done: cute.Tensor, total: cutlass.Int32,
                a_smem: cute.ComposedLayout, b_smem: cute.ComposedLayout,
                c_smem_up: cute.ComposedLayout, c_smem_down: cute.ComposedLayout):
@@ -171,7 +192,7 @@ class MoeExperts:
         stamps = None
         if cutlass.const_expr(self.trace):
             # (the stamps start at an 8-byte boundary: whole 64-bit stores)
-            first = (done.iterator + stamps_offset(self.experts)).toint() + bidx * (STAMP_SLOTS * 8)
+            first = (done.iterator + stamps_offset(self.experts + cute.size(counts))).toint() + bidx * (STAMP_SLOTS * 8)
             stamps = cute.make_tensor(cute.make_ptr(cutlass.Int64, first, cute.AddressSpace.gmem, assumed_align=8),
                                       cute.make_layout(STAMP_SLOTS))
             self.stamp(stamps, "start", tidx == 0)
@@ -194,6 +215,9 @@ class MoeExperts:
         tile_end_up = storage.tile_end_up.get_tensor(cute.make_layout(table))
         tile_end_down = storage.tile_end_down.get_tensor(cute.make_layout(table))
         row_end = storage.row_end.get_tensor(cute.make_layout(table + 1))
+        finished = storage.finished.get_tensor(cute.make_layout(tile_m + 1))
+        if tidx == 128:
+            finished[tile_m] = cutlass.Int32(0)  # (the consumers' barriers order it before the first down tile's use)
         if warp == SCHEDULE_WARP:
             self.up.build_schedule(offs, total, tile_end_up, row_end)
             self.down.build_schedule(offs, total, tile_end_down, row_end)  # the same row ends again
@@ -239,7 +263,8 @@ class MoeExperts:
                                      signal=done)
             self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
-                              tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states)
+                              tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
+                              combine=(token, row_of, weights, y, out, counts, finished, self.top_k))
             self.stamp(stamps, "down tiles done", tidx == 128)
 
     @cute.jit
