@@ -129,7 +129,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "ragged_k_pair_m_steps_not_halved": ("m_steps = self.m_tiles // self.cluster_m",
                                          "m_steps = self.m_tiles // 1"),
     # the combine: the slot's own row, its own weight, every column chunk
-    "combine_reads_the_slot_not_its_row": ("y[(row_of[slot], (None, column))]", "y[(slot, (None, column))]"),
+    "combine_reads_the_slot_not_its_row": ("(weights[slot]), y[(row_of[slot], (None, column))]",
+                                           "(weights[slot]), y[(slot, (None, column))]"),
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
