@@ -521,6 +521,7 @@ def test_decode_layer_is_two_kernels_the_route_and_the_one_kernel(tokens, monkey
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random")
+    ids = ids.contiguous()  # as a router's top-k leaves them (a strided slice would be copied first)
     gcdsl.ops.fused_moe(x, w1, w2, weights, ids)  # compiled outside the profile
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
