@@ -81,7 +81,8 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
 
 # Up to this many token slots (T k) `fused_moe` runs the one kernel, above it the pair. W8
 # (graph replays, every shape): the one kernel ahead at 1, 8 and 64 tokens (up to 512
-# slots), the pair ahead by 1% to 4% at 512 and 4,096 tokens (1,024 slots and more).
+# slots); at 512 and 4,096 tokens (1,024 slots and more) the pair, and by far the one
+# kernel's forced configurations there, whose full 128-row tiles gather A row by row.
 ONE_KERNEL_MAX_SLOTS = 512
 
 
@@ -174,12 +175,12 @@ def megakernel_tile_n(experts: int, hidden: int, inter: int, slots: int, sms: in
     or where 256-wide gate-up tiles (of at most min(E, slots) experts with a slot) fill
     fewer than three waves of the `sms` SMs while the down tiles take no K split at that
     width; else 256. The last wave of a GEMM runs on part of the SMs, a larger part of
-    its time the fewer waves there are; 128-wide tiles double the waves. W8 (graph
-    replays, A gathered by rows): Qwen3's experts at 8 tokens (at most 384 tiles of
-    256) 1.06x faster at 128, at one token (48) 1.18x; DeepSeek-V3's at one token (128)
-    within 2%; from about four waves on (DeepSeek-V3's and Mixtral's at 8 and 64 tokens,
-    Qwen3's at 64) 256 is even or faster (up to 1.27x), and so at Mixtral's one token,
-    where its down tiles run in K splits."""
+    its time the fewer waves there are; 128-wide tiles double the waves. W8's forced
+    widths (`W8_configs.json`, graph replays): Qwen3's experts at 8 tokens (at most 384
+    tiles of 256) 1.03x faster at 128, at one token (48) 1.18x; DeepSeek-V3's at one
+    token (128) within 1%; from about four waves on (DeepSeek-V3's and Mixtral's at 8
+    and 64 tokens, Qwen3's at 64) 256 is even or faster (up to 1.26x), and so at
+    Mixtral's one token (1.09x), where its down tiles run in K splits."""
     if inter % 128:
         return 128
     gate_up_tiles = min(experts, slots) * (2 * inter // 256)

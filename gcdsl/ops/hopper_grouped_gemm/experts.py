@@ -11,9 +11,10 @@ with no permuted copy of x. `w1` is (E, 2I, H), gate rows first, `w2` (E, H, I);
 `act` (M, I) and `y` (M, H) are the kernel's scratch, `out` (T, H) its result: the
 down tile that brings the last of a token's k rows of a column tile sums them there
 (`Epilogue.finish_tokens`; `weights` fp32 and `row_of`, the sorted row of each slot,
-as the routing left them), so no kernel of its own combines them. Each GEMM is the grouped GEMM of this
-package, configured as `grouped_mm_swiglu` and `grouped_mm` would be, with the same
-tile shape so that both run through one shared-memory ring and one pipeline.
+as the routing left them), so no kernel of its own combines them. Each GEMM is the
+grouped GEMM of this package, configured as `grouped_mm_swiglu` and `grouped_mm` would
+be, with the same tile shape so that both run through one shared-memory ring and one
+pipeline.
 
 Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (CTA c:
 tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
@@ -38,8 +39,8 @@ depending on `offs` or on the routing.
 
 Phase stamps (`trace=True`, for `fused_moe.megakernel_phases`): each CTA writes the
 global timer (ns) at each of `PHASES` into eight Int64 after the counters in `done`'s
-buffer (from the first 8-byte boundary after the counters on), CTA c's at 8 c. Without it the kernel
-has no such code.
+buffer (from the first 8-byte boundary after them), CTA c's at 8 c. Without it the
+kernel has no such code.
 """
 from __future__ import annotations
 
