@@ -107,9 +107,10 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_rows_index_from_lane_0": ("cute.arch.shuffle_sync(lane_rows[j], lane_of_row)",
                                        "cute.arch.shuffle_sync(lane_rows[j], 0)"),
     # ... and the combine in its down tiles' epilogue: a token finished one row early, every
-    # slot's row and weight its first slot's, one count for all of a token's column tiles
+    # slot's row and weight its first slot's (in the sum the combine kernel shares), one
+    # count for all of a token's column tiles
     "experts_combine_one_row_early": ("if seen == arrivals - 1:", "if seen == arrivals - 2:"),
-    "experts_combine_first_slot_for_all": ("slot = t * top_k + j\n", "slot = t * top_k\n"),
+    "experts_combine_first_slot_for_all": ("slot = token * top_k + j\n", "slot = token * top_k\n"),
     "experts_combine_one_count_a_token": ("t * self.n_tiles + n_tile, cutlass.Int32(1)",
                                           "t * self.n_tiles + 0, cutlass.Int32(1)"),
     # K splits: each range one k-tile longer (the next range's first counted twice)
@@ -131,7 +132,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the combine: the slot's own row, its own weight, every column chunk
     "combine_reads_the_slot_not_its_row": ("(weights[slot]), y[(row_of[slot], (None, column))]",
                                            "(weights[slot]), y[(slot, (None, column))]"),
-    "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])", "cutlass.Float32(weights[token * k])"),
+    "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])",
+                                           "cutlass.Float32(weights[token * top_k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
     "route_leaves_the_counters": ("cutlass.range(tidx, zero_count, MAX_SLOTS", "cutlass.range(tidx, 0, MAX_SLOTS"),

@@ -67,12 +67,22 @@ class WeightedCombine:
         k, vector = self.top_k, self.vector
         column = chunk * THREADS + tidx  # in vectors
         if column < self.hidden // vector:
-            loaded = []
-            for j in cutlass.range_constexpr(k):  # every row's load in flight before the sum
-                slot = token * k + j
-                loaded.append((cutlass.Float32(weights[slot]), y[(row_of[slot], (None, column))].load()))
-            total = cute.make_rmem_tensor((vector,), cutlass.Float32)
-            total.fill(0.0)
-            for weight, values in loaded:
-                total.store(total.load() + weight * values.to(cutlass.Float32))
-            out[(token, (None, column))].store(total.load().to(self.out_dtype))
+            weigh_and_sum(y, row_of, weights, out, token, column, k, vector)
+
+
+@cute.jit
+def weigh_and_sum(y: cute.Tensor, row_of: cute.Tensor, weights: cute.Tensor, out: cute.Tensor,
+                  token: cutlass.Int32, column: cutlass.Int32, top_k: int, vector: int):
+    """out[token, vector `column`] = sum_j weights[s] * y[row_of[s], vector `column`], s = token
+    top_k + j: each of the token's rows read once (every load in flight before the sum),
+    summed in fp32 in slot order, stored in out's type. `y` and `out` as (rows, (vector,
+    vectors)) views; also the one-kernel layer's combine (`Epilogue.finish_tokens`)."""
+    loaded = []
+    for j in cutlass.range_constexpr(top_k):
+        slot = token * top_k + j
+        loaded.append((cutlass.Float32(weights[slot]), y[(row_of[slot], (None, column))].load()))
+    total = cute.make_rmem_tensor((vector,), cutlass.Float32)
+    total.fill(0.0)
+    for weight, values in loaded:
+        total.store(total.load() + weight * values.to(cutlass.Float32))
+    out[(token, (None, column))].store(total.load().to(out.element_type))

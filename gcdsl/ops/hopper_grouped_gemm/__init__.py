@@ -308,8 +308,10 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         a_k_major, b_k_major = self.config.a_major == "k", self.config.b_major == "k"
         b_stride = (k, 1, n * k) if b_k_major else (1, n, n * k)  # (N, K, G), the group a TMA coordinate
         if cutlass.const_expr(self.ragged == "m"):
-            # a is (M, K) stacked by rows; only M is a runtime extent.
-            a = cute.make_tensor(a_ptr, cute.make_layout((total, k), stride=(k, 1) if a_k_major else (1, total)))
+            # a is (M, K) stacked by rows; only M is a runtime extent (None: rows gathered
+            # from another tensor, `tma_atom_a_rows`).
+            a = None if cutlass.const_expr(a_ptr is None) else cute.make_tensor(
+                a_ptr, cute.make_layout((total, k), stride=(k, 1) if a_k_major else (1, total)))
             b = cute.make_tensor(b_ptr, cute.make_layout((n, k, groups), stride=b_stride))
             out_n = n
             if cutlass.const_expr(self.swiglu):

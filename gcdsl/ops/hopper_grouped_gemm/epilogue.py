@@ -11,6 +11,8 @@ import cutlass.utils.hopper_helpers as sm90
 from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
+from ..combine_kernel import weigh_and_sum
+
 
 class Epilogue:
     """The epilogue (see the module docstring): a part of `HopperGroupedGemm`, which
@@ -169,17 +171,8 @@ class Epilogue:
         consumer = cute.arch.thread_idx()[0] - 128
         column = n_tile * vectors + consumer % vectors  # in vectors
         for i in cutlass.range(consumer // vectors, finished[tile_m], 256 // vectors, unroll=1):
-            t = finished[i]
             if column < self.n // vector:
-                loaded = []
-                for j in cutlass.range_constexpr(top_k):  # every row's load in flight before the sum
-                    slot = t * top_k + j
-                    loaded.append((weights[slot], y[(row_of[slot], (None, column))].load()))
-                total = cute.make_rmem_tensor((vector,), cutlass.Float32)
-                total.fill(0.0)
-                for weight, values in loaded:
-                    total.store(total.load() + weight * values.to(cutlass.Float32))
-                out[(t, (None, column))].store(total.load().to(out.element_type))
+                weigh_and_sum(y, row_of, weights, out, finished[i], column, top_k, vector)
         epilogue_barrier.arrive_and_wait()  # the list read before it is emptied
         if consumer == 0:
             finished[tile_m] = cutlass.Int32(0)

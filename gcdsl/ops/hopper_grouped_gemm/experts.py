@@ -132,7 +132,7 @@ class MoeExperts:
                  done_ptr: cute.Pointer, tokens: cutlass.Int32, total: cutlass.Int32, num_ctas: cutlass.Int32,
                  stream: cuda.CUstream):
         up, down = self.up, self.down
-        _, b0, c0 = up.operands(w1_ptr, w1_ptr, act_store_ptr, total)  # (A gathered from x: no A view)
+        _, b0, c0 = up.operands(None, w1_ptr, act_store_ptr, total)  # (A gathered from x: no A view)
         a1, b1, c1 = down.operands(act_ptr, w2_ptr, y_store_ptr, total)
         x = cute.make_tensor(x_ptr, cute.make_layout((tokens, up.k), stride=(up.k, 1)))
         token = cute.make_tensor(token_ptr, cute.make_layout(total))
