@@ -154,20 +154,30 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
 
 
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64"])
-def test_gate_up_tiles_gather_x_by_rows_each_row_index_from_a_lanes_register(experts_kernels, case):
-    """The gate-up tiles' A comes from x a row at a time: 2-D loads of one row's k-tile,
-    one per 32-row chunk of the tile in the code (a loop over the chunk's rows), whose
-    row coordinate is shuffled from the lane that read it (the token of the slot)
-    (a 128-row tile: four); beside them the down tiles' two 2-D loads of act (the whole
-    tile, a short box). The token indices are read once a tile, a lane's four 32 slots
-    apart (Int64: 256 bytes; their low words, all a row index needs)."""
+def test_gate_up_tiles_gather_x_by_rows_each_lane_loading_its_own(experts_kernels, case):
+    """The gate-up tiles' A comes from x a row at a time: 2-D loads of one row's k-tile
+    through x's descriptor (the first in parameter space), one per 32-row chunk of the
+    tile (a 128-row tile: four), each issued by the lane that holds the row's index:
+    no lane elected, no index shuffled, the four into rows 32 apart of the stage, all
+    counted on one barrier. The token indices are read once a tile, a lane's four 32
+    slots apart (Int64: 256 bytes; their low words, all a row index needs)."""
+    from gcdsl import ptx
+
     text = experts_kernels.ptx(case)
-    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\.tile[^\[]*\[[^\]]*\], "
-                       r"\[(%rd\d+), \{(%r\d+), (%r\d+)\}\]", text)
-    assert len(loads) == 6, loads
-    shuffled = set(re.findall(r"shfl\.sync\.idx\.b32\s+(%r\d+), %r\d+, %r\d+, 31, -1;", text))
-    rows = [row for _, _, row in loads if row in shuffled]
-    assert len(rows) == 4, "each gathered row's coordinate is a shuffled register"
+    loads = list(re.finditer(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\.tile\.mbarrier::complete_tx::bytes "
+                             r"\[(%r\d+)\], \[(%rd\d+), \{%r\d+, %r\d+\}\], \[(%r\d+)\];", text))
+    assert len(loads) == 4, [m.group(0) for m in loads]
+    assert len({(m.group(2), m.group(3)) for m in loads}) == 1, "one descriptor and one barrier"
+    x_param = [p for p in ptx.single_entry(text).params if p.size == 128][0].name
+    moved = re.search(rf"mov\.b64\s+(%rd\d+), {x_param};", text).group(1)
+    assert re.search(rf"cvta\.param\.u64\s+{re.escape(loads[0].group(2))}, {re.escape(moved)};", text)
+    for m in loads:  # the load's own block: no election, no shuffle
+        block = text[text.rindex("$L__BB", 0, m.start()):m.start()]
+        assert "elect.sync" not in block and "shfl.sync" not in block, block
+    offsets = [re.search(rf"add\.s32\s+{re.escape(m.group(1))}, (%r\d+), (\d+);", text).groups() for m in loads]
+    assert len({base for base, _ in offsets}) == 1
+    row_bytes = 64 * 2
+    assert [int(o) - int(offsets[0][1]) for _, o in offsets] == [32 * j * row_bytes for j in range(4)]
     first = re.findall(r"ld\.global\.b32\s+%r\d+, \[(%rd\d+)\];", text)
     assert any(all(f"[{base}+{offset}]" in text for offset in (256, 512, 768)) for base in first)
 

@@ -82,6 +82,19 @@ def prefetch_descriptor(desc_ptr: Pointer) -> None:
     _cute_nvgpu_ir.arch_prefetch_tma_desc(desc_ptr.value)
 
 
+def tma_load_2d_by_this_thread(atom: cute.CopyAtom, dst: Pointer, mbarrier: Pointer, column: Any, row: Any) -> None:
+    """A TMA load of `atom`'s box at (column, row) (innermost coordinate first) into
+    shared memory at `dst`, its bytes counted on `mbarrier`: issued by every thread
+    that runs it. `cute.copy` issues a TMA load from one elected lane of the warp, so
+    32 boxes cost it 32 turns of the warp; here each lane issues its own."""
+    llvm.inline_asm(
+        None,
+        [dst.toint().ir_value(), descriptor_base(atom).toint().ir_value(), cutlass.Int32(column).ir_value(),
+         cutlass.Int32(row).ir_value(), mbarrier.toint().ir_value()],
+        "cp.async.bulk.tensor.2d.shared::cta.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];",
+        "r,l,r,r,r", has_side_effects=True)
+
+
 class BoundCopyAtom(cute.CopyAtom):
     """A TMA atom whose copies use the descriptor at `desc_ptr`, not the template's own.
 

@@ -285,13 +285,14 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), a, cute.slice_(short, (None, None, 0)),
                                            (A_SHORT_BOX_ROWS, TILE_K))
 
-    def tma_atom_a_rows(self, x: cute.Tensor, a_smem) -> Tuple:
-        """(atom, TMA coordinates) of A gathered row by row from `x` (rows, K): a box of one
-        row and one k-tile, into a row of the stage's A tile. The box keeps the tile's
-        swizzle, which TMA applies by shared-memory address, so a row lands where the
-        whole tile's box would have put it (`Producer.produce`, `a_rows`)."""
+    def tma_atom_a_rows(self, x: cute.Tensor, a_smem) -> cute.CopyAtom:
+        """The atom of A gathered row by row from `x` (rows, K, K contiguous): a box of one
+        row and one k-tile, into a row of the stage's A tile, at TMA coordinates (column,
+        row). The box keeps the tile's swizzle, which TMA applies by shared-memory address,
+        so a row lands where the whole tile's box would have put it (`Producer.produce`,
+        `a_rows`)."""
         row = cute.make_composed_layout(a_smem.inner, 0, cute.make_layout((1, TILE_K), stride=(TILE_K, 1)))
-        return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), x, row, (1, TILE_K))
+        return cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), x, row, (1, TILE_K))[0]
 
     @cute.jit
     def operands(self, a_ptr: cute.Pointer, b_ptr: cute.Pointer, c_ptr: cute.Pointer, total: cutlass.Int32):

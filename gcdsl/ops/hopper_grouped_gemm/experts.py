@@ -152,7 +152,7 @@ class MoeExperts:
         c_smem_down = down.mma_and_smem_layouts()[3]
         _, _, tma_b0, mB0, tma_c0, mC0 = up.tma_atoms(None, b0, c0, a_smem, b_smem, c_smem_up)
         tma_a1, mA1, tma_b1, mB1, tma_c1, mC1 = down.tma_atoms(a1, b1, c1, a_smem, b_smem, c_smem_down)
-        tma_x, mX = up.tma_atom_a_rows(x, a_smem)  # the gate-up tiles' A, a row at a time
+        tma_x = up.tma_atom_a_rows(x, a_smem)  # the gate-up tiles' A, a row at a time
         tma_a1_short, mA1_short = down.tma_atom_a_short(a1)  # partial M-tiles' A rows (`Producer.produce`)
 
         table = self.table
@@ -172,14 +172,14 @@ class MoeExperts:
             sC: cute.struct.Align[cute.struct.MemRange[up.c_dtype, epi_elements], 1024]
 
         self.shared_storage = SharedStorage
-        self.kernel(tiled_mma, tma_x, mX, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
+        self.kernel(tiled_mma, tma_x, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
                     tma_a1_short, mA1_short, token, row_of, weights, y, out, counts, offs, done, total, a_smem,
                     b_smem, c_smem_up, c_smem_down).launch(
             grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
 
     @gcdsl.kernel
     def kernel(self, tiled_mma: cute.TiledMma,
-               tma_x: cute.CopyAtom, mX: cute.Tensor, tma_b0: cute.CopyAtom, mB0: cute.Tensor,
+               tma_x: cute.CopyAtom, tma_b0: cute.CopyAtom, mB0: cute.Tensor,
                tma_c0: cute.CopyAtom, mC0: cute.Tensor,
                tma_a1: cute.CopyAtom, mA1: cute.Tensor, tma_b1: cute.CopyAtom, mB1: cute.Tensor,
                tma_c1: cute.CopyAtom, mC1: cute.Tensor,
@@ -248,7 +248,7 @@ class MoeExperts:
             if warp == 0:
                 state = self.up.produce(mainloop, None, None, tma_b0, mB0, tBgB0, tBsB0, sA, sB, tile_end_up,
                                         row_end, total, tiles_up, bidx, num_ctas, rank, finish=False,
-                                        stagger_k=self.stagger_k, a_rows=(tma_x, mX, token))
+                                        stagger_k=self.stagger_k, a_rows=(tma_x, token))
                 self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
                                   total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),

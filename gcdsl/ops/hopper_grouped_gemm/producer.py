@@ -8,7 +8,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
-from ...lower._dsl import trap_unless
+from ...lower._dsl import tma_load_2d_by_this_thread, trap_unless
 from .config import A_SHORT_BOX_ROWS, PHASES
 
 # How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
@@ -27,7 +27,7 @@ class Producer:
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
                 wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
                 stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None),
-                a_rows: Tuple = (None, None, None)):
+                a_rows: Tuple = (None, None)):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -42,18 +42,18 @@ class Producer:
         (None, None) without): a partial M-tile loads only the boxes that cover its rows,
         and since the stage's A bytes then vary, the full barrier expects B's at the
         arrive and the producer adds A's before it issues any load. `a_rows`, for ragged M:
-        (atom, coordinates, rows) of A gathered row by row (`tma_atom_a_rows`; `tma_a`, `mA`
-        and `a_short` unused): the tile's row r is row rows[first row + r] of the gathered
-        tensor (the token of a sorted slot, in the expert layer), one box a row and k-tile,
-        issued by one lane, the rows' indices read once a tile, a lane's share in registers.
-        Returns the state."""
+        (atom, rows) of A gathered row by row (`tma_atom_a_rows`; `tma_a`, `mA` and
+        `a_short` unused): the tile's row r is row rows[first row + r] of the gathered
+        tensor (the token of a sorted slot, in the expert layer), one box a row and k-tile.
+        The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
+        and each lane issues the loads of its own rows. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tma_a_short, mA_short = a_short
-        tma_a_rows, mA_rows, row_index = a_rows
+        tma_a_rows, row_index = a_rows
         row_chunks = tile_m // 32  # a lane's share of a tile's row indices
         tile = cluster_idx
         group = cutlass.Int32(0)
@@ -92,10 +92,7 @@ class Producer:
                     tma_a, 0, cute.make_layout(1), cute.group_modes(sA, 0, 2), cute.group_modes(gA, 0, 2)
                 )
             else:
-                # one box per row: the stage's rows, and every row of the gathered tensor by k-tile
-                tRsA, tRgA = cpasync.tma_partition(
-                    tma_a_rows, 0, cute.make_layout(1), cute.group_modes(cute.flat_divide(sA, (1, tile_k)), 0, 2),
-                    cute.group_modes(cute.local_tile(mA_rows, (1, tile_k), (None, None)), 0, 2))
+                sA_rows = cute.flat_divide(sA, (1, tile_k))  # (1, tile_k, row, 1, stage): one box a row
                 rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
                 lane = cute.arch.lane_idx()
                 lane_rows = cute.make_rmem_tensor((row_chunks,), cutlass.Int32)
@@ -136,11 +133,10 @@ class Producer:
                     with cute.arch.elect_one():  # (before any load of the stage, as below)
                         cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
                     for j in cutlass.range_constexpr(row_chunks):
-                        for lane_of_row in cutlass.range(cutlass.max(cutlass.min(rows_in_tile - 32 * j, 32), 0),
-                                                         unroll=1):
-                            row = cute.arch.shuffle_sync(lane_rows[j], lane_of_row)
-                            cute.copy(tma_a_rows, tRgA[(None, row, kk)],
-                                      tRsA[(None, 32 * j + lane_of_row, 0, state.index)], tma_bar_ptr=full)
+                        if lane + 32 * j < rows_in_tile:  # a lane loads its own rows: all of them at once
+                            tma_load_2d_by_this_thread(
+                                tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, state.index)].iterator, full,
+                                kk * tile_k, lane_rows[j])
                 elif cutlass.const_expr(tma_a_short is None):
                     cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 elif short_boxes == 0:
