@@ -238,9 +238,10 @@ class Report:
         self.rows.append(row)
         return row
 
-    def write(self, machine: Dict[str, Any]) -> str:
+    def write(self, machine: Dict[str, Any], name: str = "") -> str:
+        """results/<name or the workload>.json"""
         os.makedirs(RESULTS, exist_ok=True)
-        path = os.path.join(RESULTS, f"{self.workload}.json")
+        path = os.path.join(RESULTS, f"{name or self.workload}.json")
         with open(path, "w") as f:
             json.dump(
                 {"workload": self.workload, "title": self.title, "machine": machine, "config": self.config,
@@ -312,9 +313,18 @@ def plot_lines(path: str, title: str, xlabel: str, ylabel: str,
     return path
 
 
+def add_json_flag(parser: Any, workload: str) -> None:
+    """`--json NAME`: a side run (a subset, forced configurations) kept beside the
+    workload's own results rather than over them."""
+    parser.add_argument("--json", default="", metavar="NAME",
+                        help=f"write benchmarks/results/NAME.json instead of {workload}.json, and no plot "
+                             f"(e.g. {workload}_configs for an --every-config run)")
+
+
 def main_on_gpu(workload: str, run: Callable[[Any, Dict[str, Any]], "Report"], args: Any) -> int:
-    """A GPU workload's command: `run(args, machine)`, its JSON written, exit status 1 if a
-    variant FAILED or raised. Without a GPU it says so and succeeds (nothing to measure)."""
+    """A GPU workload's command: `run(args, machine)`, its JSON written (as `args.json`
+    where the workload takes `add_json_flag`'s option), exit status 1 if a variant FAILED
+    or raised. Without a GPU it says so and succeeds (nothing to measure)."""
     if not has_gpu():
         print(f"{workload} needs a CUDA GPU (Hopper); nothing to do here.")
         return 0
@@ -326,6 +336,6 @@ def main_on_gpu(workload: str, run: Callable[[Any, Dict[str, Any]], "Report"], a
     started = time.perf_counter()
     report = run(args, machine)
     report.config["wall_s"] = round(time.perf_counter() - started, 1)
-    path = report.write(machine)
+    path = report.write(machine, getattr(args, "json", ""))
     print(f"\nwrote {os.path.relpath(path, ROOT)} ({report.config['wall_s']} s)")
     return 1 if any(r.get("status") in (FAILED, ERROR) for r in report.rows) else 0

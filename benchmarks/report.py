@@ -12,7 +12,7 @@ from the same data, which is:
   profile_layer), written by the benchmarks, and
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
-  and `w7_training.py` kept beside W8.json and W7.json;
+  and `w7_training.py` kept beside W8.json and W7.json (`--json W8_configs`, ...);
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
 - the W1/W2 JSON of the commit `reporting.descriptors.PACKING_BASELINE`, read with
   `git show` (the `packing` region keeps its text where git cannot reach it).

@@ -35,7 +35,8 @@ Method
     python benchmarks/w7_training.py [--shapes qwen3-30b-a3b] [--tokens 4096] [--rounds 3]
                                      [--cases "w13 weight grad,w2 weight grad"] [--every-config]
 
-Writes benchmarks/results/W7.json (machine, commit, every sample) and W7.png.
+Writes benchmarks/results/W7.json (machine, commit, every sample) and W7.png; with
+`--json NAME`, NAME.json and no plot.
 Exit status 1 if a variant FAILED or raised.
 """
 from __future__ import annotations
@@ -53,7 +54,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402
-    ERROR, FAILED, OK, SKIPPED, Report, rotated, summarize, table, time_device_ms, us_per_call,
+    ERROR, FAILED, OK, SKIPPED, Report, add_json_flag, rotated, summarize, table, time_device_ms, us_per_call,
 )
 from benchmarks.moe_layer import (  # noqa: E402
     QUACK, SHAPES, MoEWeights, add_quack_flag, moe_forward, quack_note, route,
@@ -351,7 +352,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
                     r["printed"] = True
                     print(f"  {r['case']:16s} {r['variant']:6s} {r['us']:10.1f} us", flush=True)
     summarize_report(report, shapes, tokens)
-    report.config["plot"] = _plot(report, machine, shapes, tokens)
+    if not args.json:  # (a side run's plot would replace the headline run's)
+        report.config["plot"] = _plot(report, machine, shapes, tokens)
     return report
 
 
@@ -368,6 +370,7 @@ def parse_args(argv=None):
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     add_quack_flag(p)
+    add_json_flag(p, "W7")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

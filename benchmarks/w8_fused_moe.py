@@ -37,10 +37,10 @@ Method
   bandwidth for T <= 64, 1.15x torch's for T >= 512, and at or above quack everywhere.
 
     python benchmarks/w8_fused_moe.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 3] [--every-config]
-                                      [--forced "one kernel stagger,one kernel split 2"]
+                                      [--forced "one kernel stagger,one kernel split 2"] [--json W8_configs]
 
 Writes benchmarks/results/W8.json (machine, commit, every sample) and W8_<shape>.png
-(graph-replayed time against T).
+(graph-replayed time against T); with `--json NAME`, NAME.json and no plots.
 Exit status 1 if a variant FAILED or raised.
 """
 from __future__ import annotations
@@ -56,7 +56,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import ERROR, FAILED, OK, SKIPPED, Report, rotated, table, us_per_call  # noqa: E402  (imports no DSL)
+from benchmarks.harness import (ERROR, FAILED, OK, SKIPPED, Report, add_json_flag, rotated, table,  # noqa: E402
+                                us_per_call)  # (imports no DSL)
 from benchmarks.moe_layer import (  # noqa: E402
     GROUPED_MMS, QUACK, SHAPES, MoEWeights, add_quack_flag, expert_ends, moe_experts, moe_experts_reference,
     quack_note, route,
@@ -279,7 +280,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
     main_variants = [v for v in variants if v not in FORCED]
     summarize_report(report, shapes, tokens, main_variants)
     _print_forced(report, shapes, tokens, [v for v in variants if v in FORCED])
-    report.config["plots"] = [path for shape in shapes if (path := _plot(report, shape, main_variants))]
+    if not args.json:  # (a side run's plots would replace the headline run's)
+        report.config["plots"] = [path for shape in shapes if (path := _plot(report, shape, main_variants))]
     return report
 
 
@@ -371,6 +373,7 @@ def parse_args(argv=None):
                         "each GEMM forced to each configuration (FORCED), graph only")
     p.add_argument("--forced", default="", help="comma-separated subset of FORCED to time (as --every-config)")
     add_quack_flag(p)
+    add_json_flag(p, "W8")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -1,4 +1,5 @@
 """Benchmark tooling that runs without a GPU: PTX comparison, machine info, the commit recorded."""
+import json
 import os
 import shutil
 import subprocess
@@ -90,6 +91,25 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
             w8_instances.main(bad)
     with pytest.raises(SystemExit, match="--captures"):
         w8_fused_moe.main(["--captures", "0"])
+
+
+def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):
+    """`--json W8_configs` (a forced run): the results go to W8_configs.json, and W8.json and
+    the plots, the headline run's, are not touched."""
+    from benchmarks import harness, w7_training, w8_fused_moe
+
+    monkeypatch.setattr(harness, "RESULTS", str(tmp_path))
+    monkeypatch.setattr(harness, "has_gpu", lambda: True)
+    monkeypatch.setattr(harness, "machine_info", lambda: {"gpu": "none"})
+    for module, workload in ((w8_fused_moe, "W8"), (w7_training, "W7")):
+        def run(args, machine, workload=workload):
+            assert args.json == workload + "_configs"
+            return harness.Report(workload, "a side run", rows=[{"status": harness.OK}])
+
+        monkeypatch.setattr(module, "run", run)
+        assert module.main(["--json", workload + "_configs"]) == 0
+    assert sorted(os.listdir(tmp_path)) == ["W7_configs.json", "W8_configs.json"]
+    assert json.load(open(tmp_path / "W8_configs.json"))["workload"] == "W8"
 
 
 def test_weight_stream_variants_fit_the_ring_and_the_tiles():

@@ -1,9 +1,10 @@
 """Every use of private CuTe DSL internals, in one place (nvidia-cutlass-dsl 4.8.x).
 
 The public DSL has no way to name the parameter-space address of a TMA atom's
-descriptor, nor an atom that carries a `tma_desc_ptr` of its own; gcdsl also reads
-the ops that built atoms, printed MLIR types, the DSL's kernel-trace state and error
-objects, and registers containers with its pytree machinery. All of it is here,
+descriptor, nor an atom that carries a `tma_desc_ptr` of its own, nor a TMA load
+issued by each thread that runs it; gcdsl also reads the ops that built atoms,
+printed MLIR types, the DSL's kernel-trace state and error objects, and registers
+containers with its pytree machinery. All of it is here,
 beside `SUPPORTED_DSL_VERSIONS`. The one exception is the `_struct_type` marker on
 `GridConstantTensor` (a class attribute the TVM-FFI argument converter looks for).
 Upgrading the DSL means revisiting this file; tests/test_dsl_assumptions.py pins

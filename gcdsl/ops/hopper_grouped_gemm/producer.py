@@ -130,7 +130,9 @@ class Producer:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
                 if cutlass.const_expr(tma_a_rows is not None):
-                    with cute.arch.elect_one():  # (before any load of the stage, as below)
+                    # Before any load of the stage, as below. (Should a row land first, the
+                    # phase still cannot end: the arrive expected B's bytes, loaded after.)
+                    with cute.arch.elect_one():
                         cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
                     for j in cutlass.range_constexpr(row_chunks):
                         if lane + 32 * j < rows_in_tile:  # a lane loads its own rows: all of them at once
