@@ -75,7 +75,8 @@ def test_tutorial_04_fused_moe(tmp_path):
         assert ("an expert with r rows has ceil(r / 128) x 12 gate-up tiles (1536 columns of w1, 768 stored) and "
                 "ceil(r / 128) x 16 down tiles (2048 columns)") in proc.stdout  # 16 experts: under 3 waves of 256
         assert ("One kernel: 1 entry, 7 TMA descriptors in parameter space; a gate-up tile's A: a 2-D TMA load of "
-                "one row of x per token, 4 in the code (a loop each over 32 rows); gate and up rows: "
+                "one row of x per token, 4 in the code (lane l of the producer warp loads rows l, l + 32, ...); "
+                "gate and up rows: "
                 "1 5-D TMA load of w1 a stage; silu(gate) * up: 32 ex2 and 32 rcp a thread; a gate-up tile's count "
                 "1 release add after its stores, a down tile's wait 2 acquire loads, a down tile's combine 1 "
                 "acquire-release add a row, 3 proxy fences") in proc.stdout

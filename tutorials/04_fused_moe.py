@@ -34,6 +34,7 @@ PTX.
 """
 import argparse
 import importlib
+import re
 import sys
 
 from _machine import DUMP_DIR, HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
@@ -112,14 +113,15 @@ def compile_only(args, shape: MoEShape) -> bool:
         text = f.read()
     entry = ptx.single_entry(text)
     descriptors = len([p for p in entry.params if p.size == 128 and p.align == 64])
-    rows = layer.up.tile_m // 32  # the row loads of a gate-up tile's stage, one a 32-row chunk
+    # the row loads of a gate-up tile's stage, each issued by a lane of its own (no cache-hint operand)
+    row_loads = len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.[^;]*\[[^]]*\], \[[^]]*\], \[[^]]*\];", text))
     print(f"\nTasks, tiles of 128 rows x {tile_n} columns: an expert with r rows has ceil(r / 128) x "
           f"{layer.up.n_tiles} gate-up tiles ({2 * shape.intermediate} columns of w1, {shape.intermediate} stored) "
           f"and ceil(r / 128) x {layer.down.n_tiles} down tiles ({shape.hidden} columns); at most "
           f"{layer.tile_bound(slots)} tiles of either kind for {slots} slots.")
     print(f"One kernel: {len(ptx.entries(text))} entry, {descriptors} TMA descriptors in parameter space; "
-          f"a gate-up tile's A: a 2-D TMA load of one row of x per token, {rows} in the code (a loop each over "
-          f"32 rows); gate and up rows: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
+          f"a gate-up tile's A: a 2-D TMA load of one row of x per token, {row_loads} in the code (lane l of the "
+          f"producer warp loads rows l, l + 32, ...); gate and up rows: {text.count('cp.async.bulk.tensor.5d')} 5-D TMA load of w1 a stage; "
           f"silu(gate) * up: {text.count('ex2.approx')} ex2 and {text.count('rcp.approx')} rcp a thread; "
           f"a gate-up tile's count {text.count('atom.global.release.add')} release add after its stores, a down "
           f"tile's wait {text.count('ld.acquire.gpu')} acquire loads, a down tile's combine "
