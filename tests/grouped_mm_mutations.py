@@ -102,10 +102,10 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                             "row_index[first_row + lane + 32 * j + 1]"),
     "experts_rows_one_too_few": ("rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)\n",
                                  "rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m) - 1\n"),
-    "experts_rows_into_the_chunks_first_row": ("sA_rows[(None, None, 32 * j + lane, 0, state.index)]",
-                                               "sA_rows[(None, None, 32 * j, 0, state.index)]"),
-    "experts_rows_index_from_lane_0": ("kk * tile_k, lane_rows[j])",
-                                       "kk * tile_k, cute.arch.shuffle_sync(lane_rows[j], 0))"),
+    "experts_rows_into_the_chunks_first_row": ("sA_rows[(None, None, 32 * j + lane, 0, stage)]",
+                                               "sA_rows[(None, None, 32 * j, 0, stage)]"),
+    "experts_rows_index_from_lane_0": ("kk * self.tile_mnk[2], lane_rows[j])",
+                                       "kk * self.tile_mnk[2], cute.arch.shuffle_sync(lane_rows[j], 0))"),
     # ... and the combine in its down tiles' epilogue: a token finished one row early, every
     # slot's row and weight its first slot's (in the sum the combine kernel shares), one
     # count for all of a token's column tiles

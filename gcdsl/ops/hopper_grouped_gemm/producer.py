@@ -54,7 +54,6 @@ class Producer:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
         tma_a_short, mA_short = a_short
         tma_a_rows, row_index = a_rows
-        row_chunks = tile_m // 32  # a lane's share of a tile's row indices
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -94,12 +93,7 @@ class Producer:
             else:
                 sA_rows = cute.flat_divide(sA, (1, tile_k))  # (1, tile_k, row, 1, stage): one box a row
                 rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
-                lane = cute.arch.lane_idx()
-                lane_rows = cute.make_rmem_tensor((row_chunks,), cutlass.Int32)
-                for j in cutlass.range_constexpr(row_chunks):  # every load in flight before the first use
-                    lane_rows[j] = cutlass.Int32(0)
-                    if lane + 32 * j < rows_in_tile:
-                        lane_rows[j] = cutlass.Int32(row_index[first_row + lane + 32 * j])
+                lane_rows = self.lane_row_indices(row_index, first_row, rows_in_tile)
             short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
             if cutlass.const_expr(tma_a_short is not None):
                 # A's boxes of A_SHORT_BOX_ROWS rows from the tile's first row, into the
@@ -130,15 +124,7 @@ class Producer:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
                 if cutlass.const_expr(tma_a_rows is not None):
-                    # Before any load of the stage, as below. (Should a row land first, the
-                    # phase still cannot end: the arrive expected B's bytes, loaded after.)
-                    with cute.arch.elect_one():
-                        cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
-                    for j in cutlass.range_constexpr(row_chunks):
-                        if lane + 32 * j < rows_in_tile:  # a lane loads its own rows: all of them at once
-                            tma_load_2d_by_this_thread(
-                                tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, state.index)].iterator, full,
-                                kk * tile_k, lane_rows[j])
+                    self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
                 elif cutlass.const_expr(tma_a_short is None):
                     cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 elif short_boxes == 0:
@@ -161,6 +147,33 @@ class Producer:
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    @cute.jit
+    def lane_row_indices(self, row_index: cute.Tensor, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32):
+        """A gathered tile's row indices in this lane's registers: those of rows l, l + 32,
+        ... for lane l (0 past the tile's rows), every load in flight before the first use."""
+        lane = cute.arch.lane_idx()
+        lane_rows = cute.make_rmem_tensor((self.tile_m // 32,), cutlass.Int32)
+        for j in cutlass.range_constexpr(self.tile_m // 32):
+            lane_rows[j] = cutlass.Int32(0)
+            if lane + 32 * j < rows_in_tile:
+                lane_rows[j] = cutlass.Int32(row_index[first_row + lane + 32 * j])
+        return lane_rows
+
+    @cute.jit
+    def load_gathered_rows(self, tma_a_rows: cute.CopyAtom, sA_rows: cute.Tensor, stage: cutlass.Int32, full,
+                           kk: cutlass.Int32, rows_in_tile: cutlass.Int32, lane_rows: cute.Tensor):
+        """k-tile kk of a gathered tile's rows into `stage`: each lane issues the loads of
+        its own rows (`lane_row_indices`), all of them at once."""
+        # Before any load of the stage, as for whole tiles. (Should a row land first, the
+        # phase still cannot end: the arrive expected B's bytes, loaded after.)
+        with cute.arch.elect_one():
+            cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
+        lane = cute.arch.lane_idx()
+        for j in cutlass.range_constexpr(self.tile_m // 32):
+            if lane + 32 * j < rows_in_tile:
+                tma_load_2d_by_this_thread(tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, stage)].iterator, full,
+                                           kk * self.tile_mnk[2], lane_rows[j])
 
     @staticmethod
     def group_columns(view: cute.Tensor, start, k_first) -> cute.Tensor:
