@@ -59,7 +59,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # ... of a partial M-tile, in short boxes: one box too few, every box into the first rows
     "a_short_boxes_one_too_few": ("(rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS",
                                   "rows_in_tile // A_SHORT_BOX_ROWS"),
-    "a_short_boxes_into_first_rows": ("tAsA_short[(None, box, 0, state.index)]", "tAsA_short[(None, 0, 0, state.index)]"),
+    "a_short_boxes_into_first_rows": ("tAsA_short[(None, box, 0, stage)]", "tAsA_short[(None, 0, 0, stage)]"),
     # the start of each group of an M-major A, checked where offs is read
     "unaligned_group_start_not_checked": ("trap_unless(cutlass.min(previous % align, end - previous) == 0,",
                                           "trap_unless(cutlass.min(previous % align, end - previous) >= 0,"),

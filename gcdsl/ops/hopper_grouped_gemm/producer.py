@@ -123,20 +123,14 @@ class Producer:
                     if kk >= k_tiles:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
+                # A: gathered row by row, as one box, or as one box or short ones by the tile's rows
                 if cutlass.const_expr(tma_a_rows is not None):
                     self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
                 elif cutlass.const_expr(tma_a_short is None):
                     cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
-                elif short_boxes == 0:
-                    with cute.arch.elect_one():  # (before any load of the stage: its phase cannot end early)
-                        cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
-                    cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
                 else:
-                    with cute.arch.elect_one():
-                        cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
-                    for box in cutlass.range(short_boxes, unroll=1):
-                        cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, state.index)],
-                                  tma_bar_ptr=full)
+                    self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short, short_boxes,
+                                               state.index, full, kk)
                 if cutlass.const_expr(cluster_m > 1):
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
                               mcast_mask=both_ctas)
@@ -147,6 +141,25 @@ class Producer:
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    @cute.jit
+    def load_a_in_short_boxes(self, tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor,
+                              tma_a_short: cute.CopyAtom, tAgA_short: cute.Tensor, tAsA_short: cute.Tensor,
+                              short_boxes: cutlass.Int32, stage: cutlass.Int32, full, kk: cutlass.Int32):
+        """k-tile kk of A into `stage` where its bytes vary (`a_short`): the whole tile in
+        one box (`short_boxes` 0), or the short boxes that cover a partial tile's rows,
+        the bytes added to the full barrier before any load of the stage, so that its
+        phase cannot end early."""
+        if short_boxes == 0:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
+            cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, stage)], tma_bar_ptr=full)
+        else:
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
+            for box in cutlass.range(short_boxes, unroll=1):
+                cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, stage)],
+                          tma_bar_ptr=full)
 
     @cute.jit
     def lane_row_indices(self, row_index: cute.Tensor, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32):
