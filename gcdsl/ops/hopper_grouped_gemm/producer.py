@@ -123,7 +123,7 @@ class Producer:
                     if kk >= k_tiles:
                         kk -= k_tiles
                 kk = self.k_tile(k_first_tile, kk)
-                # A: gathered row by row, as one box, or as one box or short ones by the tile's rows
+                # A: gathered row by row, in one box, or (short boxes) in the boxes its rows need
                 if cutlass.const_expr(tma_a_rows is not None):
                     self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
                 elif cutlass.const_expr(tma_a_short is None):
