@@ -261,8 +261,11 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
-    # the counters (`experts.py`): per expert, then per token and column tile of the down GEMM
-    counters = experts + tokens * -(-hidden // tile_n)
+    ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
+    gemms, kernel = _compiled(
+        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, index),
+        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace), index)
+    counters = gemms.counters(tokens)
     if trace:  # ... then each CTA's Int64 stamps (two Int32 each), zeroed
         done = torch.zeros(stamps_offset(counters) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)
     else:
@@ -276,10 +279,6 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     # the down tiles' output: with K splits, fp32 sums added into zeros
     y = _scratch(total, hidden, x) if split_k == 1 else torch.zeros(total, hidden, device=x.device)
     out = _scratch(tokens, hidden, x)
-    ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
-    gemms, kernel = _compiled(
-        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, index),
-        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace), index)
     # Every CTA at once: a down tile's wait ends only if the CTAs it waits on run.
     ctas = max(1, min(gemms.tile_bound(total), sms))
     # (the ragged store descriptors' bases lie M rows before each output)

@@ -107,6 +107,11 @@ class MoeExperts:
     def smem_bytes(self) -> int:
         return self.header_bytes + self.stages * self.up.stage_bytes + self.epi_bytes
 
+    def counters(self, tokens: int) -> int:
+        """Int32 counters the kernel keeps in `done` for `tokens` tokens (the module
+        docstring): E per expert, then one per token and column tile of the down GEMM."""
+        return self.experts + tokens * self.down.n_tiles
+
     def tile_bound(self, total: int) -> int:
         """The most tiles either GEMM can have over `total` rows, whatever `offs` holds."""
         tile_m = self.up.tile_m
