@@ -126,7 +126,8 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     local loads or stores, the WGMMAs of each GEMM's first k-tile and of its loop (none when K is
     one k-tile, I = 64 in the small case). The hand-off between them in order: a gate-up tile's
     storing thread waits for its stores to be written, fences the proxies, then counts
-    (release); a down tile's producer spins on acquire loads, then fences, then loads."""
+    (release); a down tile's producer loads its first k-tiles of w2, spins on acquire loads, then
+    fences, then loads act."""
     from gcdsl import ptx
 
     text = experts_kernels.ptx(case)
@@ -142,8 +143,13 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     assert writer, "the count of a stored tile must follow the stores' completion and a proxy fence"
     # the loop: an acquire load, the time limit's check (and its trap), a branch back while short
     spin = re.search(r"(\$L__BB\d+_\d+):\s+ld\.acquire\.gpu\.global\.b32[^;]*;.*?\btrap;.*?bra\s+\1;\s+"
-                     r"\$L__BB\d+_\d+:\s+fence\.proxy\.async\.global;", text, re.S)
+                     r"\$L__BB\d+_\d+:\s+(?:(?!ld\.|cp\.)[^;]*;\s+){0,2}fence\.proxy\.async\.global;", text, re.S)
     assert spin, "a down tile's loads must follow an acquire spin and a proxy fence"
+    # ... its loads of act, that is: its first w2 k-tiles are loaded before the spin
+    descriptors = [p.name for p in entry.params if p.size == 128 and p.align == 64]
+    w2_loads = descriptor_loads(text, descriptors[4])
+    act_loads = descriptor_loads(text, descriptors[3]) + descriptor_loads(text, descriptors[6])
+    assert w2_loads and w2_loads[0] < spin.start() < spin.end() < min(act_loads), "w2 before the wait, act after"
     assert text.count("atom.global.release.add") == 1 and text.count("fence.proxy.async.global") == 3
     # the combine: a down tile's stores written and fenced, then a lane a row counts its token
     # (acquire and release), listing the token in shared memory when its count completes
@@ -151,6 +157,14 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
                         r"fence\.proxy\.async\.global;.*?atom\.global\.acq_rel\.add\.u32.*?atom\.shared\.cta\.add",
                         text, re.S)
     assert combine and text.count("atom.global.acq_rel.add") == 1, "a token's count follows its row's stores"
+
+
+def descriptor_loads(text: str, param: str):
+    """Where the PTX's TMA loads through the descriptor in kernel parameter `param` are."""
+    moved = set(re.findall(rf"mov\.b64\s+(%rd\d+), {param};", text))
+    registers = {r for r, m in re.findall(r"cvta\.param\.u64\s+(%rd\d+), (%rd\d+);", text) if m in moved}
+    return [m.start() for m in re.finditer(r"cp\.async\.bulk\.tensor\.\dd\.shared::cta\.global[^\[]*\[[^\]]*\], "
+                                            r"\[(%rd\d+),", text) if m.group(1) in registers]
 
 
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64"])

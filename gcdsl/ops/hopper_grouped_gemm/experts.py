@@ -20,8 +20,10 @@ Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (
 tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
 reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
 each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
-and the producer warp waits before a down tile's loads until `done[e]` counts every
-gate-up tile of e (acquire, then a proxy fence before its TMA loads). `done` must hold
+and the producer warp waits before a down tile's loads of `act` until `done[e]` counts
+every gate-up tile of e (acquire, then a proxy fence before its TMA loads). The tile's
+first w2 k-tiles, as many as the ring has stages, are loaded before the wait, so the
+weights stream on while the gate-up tiles finish. `done` must hold
 zeros at the launch.
 
 No CTA waits on anything in its gate-up tiles, and every gate-up tile is dealt before

@@ -33,7 +33,10 @@ class Producer:
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
         the pipeline state to go on from, `finish` whether to wait at the end for every
         stage's release, and `wait_on` = (counters, tiles) holds each tile's loads until
-        counters[group] reaches `tiles` per M-step of the group. With `stagger_k` a tile
+        counters[group] reaches `tiles` per M-step of the group: the
+        tile's first `stages` k-tiles of B (weights, which no GEMM of the kernel writes)
+        are loaded before the wait, their A after it, so that a CTA streams weights while
+        it waits. With `stagger_k` a tile
         loads its k-tiles from the (tile mod k-tiles)-th on, wrapping round (the consumers
         sum them in any order), so that CTAs that start together read different columns
         of their weight rows, not the same ones at the same stride. `stamp`, the CTA's
@@ -107,22 +110,40 @@ class Producer:
                 rows_in_tile = rows - m_tile * tile_m  # (none: a pair's second CTA, loading the first tile)
                 if rows_in_tile > 0 and rows_in_tile < tile_m:
                     short_boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
+            rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else None
+            ahead = 0  # k-tiles whose B is loaded before the wait, their A after it
             if cutlass.const_expr(wait_on is not None):
+                # A waiting tile's weights do not depend on the wait: its first stages get
+                # their B now, so the weight stream runs on while the other GEMM finishes.
+                ahead = cutlass.min(self.stages, k_tiles)
+                waiting = state.clone()
+                for k in cutlass.range(ahead, unroll=1):
+                    mainloop.producer_acquire(state)
+                    full = mainloop.producer_get_barrier(state)
+                    if cutlass.const_expr(tma_a_short is not None):
+                        # (A's bytes before B's load: the stage's phase cannot end without A)
+                        self.expect_a_bytes(full, short_boxes)
+                    self.load_b(tma_b, tBgB_tile, tBsB, state.index, full, self.k_of(k, rotation, k_tiles, k_first_tile),
+                                both_ctas)
+                    state.advance()
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
                 if cutlass.const_expr(stamp is not None):
                     if tile == cluster_idx:
                         with cute.arch.elect_one():
                             stamp[PHASES.index("first down tile's wait over")] = cute.arch.globaltimer()
-            rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else 0
-            for k in cutlass.range(k_tiles, unroll=1):
+                for k in cutlass.range(ahead, unroll=1):
+                    kk = self.k_of(k, rotation, k_tiles, k_first_tile)
+                    full = mainloop.producer_get_barrier(waiting)
+                    if cutlass.const_expr(tma_a_short is None):
+                        cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, waiting.index)], tma_bar_ptr=full)
+                    else:
+                        self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short,
+                                                   short_boxes, waiting.index, full, kk, expect=False)
+                    waiting.advance()
+            for k in cutlass.range(ahead, k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
-                kk = k
-                if cutlass.const_expr(stagger_k):
-                    kk = k + rotation
-                    if kk >= k_tiles:
-                        kk -= k_tiles
-                kk = self.k_tile(k_first_tile, kk)
+                kk = self.k_of(k, rotation, k_tiles, k_first_tile)
                 # A: gathered row by row, in one box, or (short boxes) in the boxes its rows need
                 if cutlass.const_expr(tma_a_rows is not None):
                     self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
@@ -131,11 +152,7 @@ class Producer:
                 else:
                     self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short, short_boxes,
                                                state.index, full, kk)
-                if cutlass.const_expr(cluster_m > 1):
-                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
-                              mcast_mask=both_ctas)
-                else:
-                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                self.load_b(tma_b, tBgB_tile, tBsB, state.index, full, kk, both_ctas)
                 state.advance()
             tile += num_clusters
         if cutlass.const_expr(finish):
@@ -145,21 +162,53 @@ class Producer:
     @cute.jit
     def load_a_in_short_boxes(self, tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor,
                               tma_a_short: cute.CopyAtom, tAgA_short: cute.Tensor, tAsA_short: cute.Tensor,
-                              short_boxes: cutlass.Int32, stage: cutlass.Int32, full, kk: cutlass.Int32):
+                              short_boxes: cutlass.Int32, stage: cutlass.Int32, full, kk: cutlass.Int32,
+                              expect: bool = True):
         """k-tile kk of A into `stage` where its bytes vary (`a_short`): the whole tile in
         one box (`short_boxes` 0), or the short boxes that cover a partial tile's rows,
         the bytes added to the full barrier before any load of the stage, so that its
-        phase cannot end early."""
+        phase cannot end early (`expect=False`: added already, `expect_a_bytes`)."""
         if short_boxes == 0:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
+            if cutlass.const_expr(expect):
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
             cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, stage)], tma_bar_ptr=full)
         else:
-            with cute.arch.elect_one():
-                cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
+            if cutlass.const_expr(expect):
+                with cute.arch.elect_one():
+                    cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
             for box in cutlass.range(short_boxes, unroll=1):
                 cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, stage)],
                           tma_bar_ptr=full)
+
+    @cute.jit
+    def expect_a_bytes(self, full, short_boxes: cutlass.Int32):
+        """The A bytes `load_a_in_short_boxes` will bring, added to the stage's full barrier."""
+        with cute.arch.elect_one():
+            if short_boxes == 0:
+                cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
+            else:
+                cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
+
+    @cute.jit
+    def load_b(self, tma_b: cute.CopyAtom, tBgB_tile: cute.Tensor, tBsB: cute.Tensor, stage: cutlass.Int32, full,
+               kk: cutlass.Int32, both_ctas: cutlass.Int16):
+        """k-tile kk of the tile's B into `stage`; in a pair, this CTA's half, multicast to both."""
+        if cutlass.const_expr(self.cluster_m > 1):
+            cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, stage)], tma_bar_ptr=full, mcast_mask=both_ctas)
+        else:
+            cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, stage)], tma_bar_ptr=full)
+
+    @cute.jit
+    def k_of(self, k: cutlass.Int32, rotation, k_tiles: cutlass.Int32, k_first_tile) -> cutlass.Int32:
+        """The k-tile of a work item's step k: from the `rotation`-th on, wrapping round
+        (`stagger_k`; None without), within the item's K range (`split_of`)."""
+        kk = k
+        if cutlass.const_expr(rotation is not None):
+            kk = k + rotation
+            if kk >= k_tiles:
+                kk -= k_tiles
+        return self.k_tile(k_first_tile, kk)
 
     @cute.jit
     def lane_row_indices(self, row_index: cute.Tensor, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32):
