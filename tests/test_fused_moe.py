@@ -118,6 +118,8 @@ def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_sl
 
 
 @pytest.mark.parametrize("case, wgmmas", [("moe_experts_e128_h2048_i768", 16), ("moe_experts_e8_h200_i64", 12),
+                                           ("moe_experts_e128_h2048_i768_rows16", 16),
+                                           ("moe_experts_e8_h200_i64_rows32", 12),
                                            ("moe_experts_e8_h4096_i14336_t256_split4", 16),
                                            ("moe_experts_e8_h4096_i14336_t256_split4_stagger", 16)])
 def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(experts_kernels, case, wgmmas):
@@ -194,6 +196,20 @@ def test_gate_up_tiles_gather_x_by_rows_each_lane_loading_its_own(experts_kernel
     assert [int(o) - int(offsets[0][1]) for _, o in offsets] == [32 * j * row_bytes for j in range(4)]
     first = re.findall(r"ld\.global\.b32\s+%r\d+, \[(%rd\d+)\];", text)
     assert any(all(f"[{base}+{offset}]" in text for offset in (256, 512, 768)) for base in first)
+
+
+@pytest.mark.parametrize("case, stages, chunks", [("moe_experts_e128_h2048_i768", 6, 4),
+                                                  ("moe_experts_e128_h2048_i768_rows16", 10, 1),
+                                                  ("moe_experts_e8_h200_i64_rows32", 9, 1)])
+def test_decode_tiles_ring_more_stages_and_gather_fewer_rows(experts_kernels, case, stages, chunks):
+    """A stage holding only a decode tile's rows of x: 10 stages of 16 rows (9 of 32), where
+    128-row tiles have 6 (Qwen3's experts, tiles 128 wide: 18 KiB a stage, not 32), and
+    one row load a lane (32 rows a load), not four."""
+    text = experts_kernels.ptx(case)
+    assert text.count("mbarrier.init.shared") == 2 * stages
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\.tile\.mbarrier::complete_tx::bytes "
+                       r"\[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\];", text)
+    assert len(loads) == chunks
 
 
 def test_staggered_k_order_changes_only_the_producers_coordinates(experts_kernels):
@@ -287,7 +303,8 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
         calls = {"w1": ((x, w1_h_major, w2, weights, ids), {}),
                  "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192}),
                  "split_k": ((x, w1, w2, weights, ids), {"split_k": 3}),  # I = 128: two k-tiles
-                 "stagger_k": ((x, w1, w2, weights, ids), {"stagger_k": "yes"})}
+                 "stagger_k": ((x, w1, w2, weights, ids), {"stagger_k": "yes"}),
+                 "tile_rows": ((x, w1, w2, weights, ids), {"tile_rows": 8})}
         errors = {}
         for param, (args, options) in calls.items():
             with pytest.raises(GcdslError) as info:
@@ -299,6 +316,7 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
     assert "64, 128 or 256" in errors["tile_n"].message
     assert "split I = 128 into 1 to 2 ranges" in errors["split_k"].message
     assert "True, False or None" in errors["stagger_k"].message
+    assert "16, 32 or 64" in errors["tile_rows"].message
 
 
 @pytest.mark.parametrize("experts, hidden, inter, slots, tile_n", [
@@ -313,6 +331,15 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
 ])
 def test_the_one_kernels_tile_width_rule(experts, hidden, inter, slots, tile_n):
     assert megakernel_tile_n(experts, hidden, inter, slots, sms=132) == tile_n
+
+
+def test_the_one_kernels_tile_rows_rule():
+    from gcdsl.ops.fused_moe import megakernel_tile_rows
+
+    # Qwen3 up to 64 tokens, DeepSeek-V3 and Mixtral up to 8: decode tiles; above, 128 rows
+    assert [megakernel_tile_rows(128, slots) for slots in (8, 64, 512, 513, 4096)] == [16, 16, 16, 128, 128]
+    assert [megakernel_tile_rows(32, slots) for slots in (8, 64, 512)] == [16, 16, 128]
+    assert [megakernel_tile_rows(8, slots) for slots in (2, 16, 128)] == [16, 16, 128]
 
 
 def test_the_one_kernels_stagger_rule():
@@ -447,13 +474,35 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
 
 # The one kernel's options, (E, I, k, options): each tile width, and the down tiles in K
 # splits (I = 512: 8 k-tiles, in 3 splits of 2, 3 and 3), their fp32 sums added into
-# zeros, and each tile's k-tiles read from a different one on, wrapping round. At 300
-# tokens experts span several M-tiles.
+# zeros, and each tile's k-tiles read from a different one on, wrapping round; decode
+# tiles of 16, 32 and 64 rows, alone and with the others. At 300 tokens experts span
+# several M-tiles (up to 19 of 16 rows, the last partial).
 OPTIONS = {"tile 64": (16, 256, 8, {"tile_n": 64}), "tile 128": (16, 256, 8, {"tile_n": 128}),
            "tile 256": (16, 256, 8, {"tile_n": 256}), "k_splits 2": (4, 512, 2, {"split_k": 2}),
            "k_splits 3": (4, 512, 2, {"split_k": 3}), "k_splits 8": (4, 512, 2, {"split_k": 8}),
            "stagger": (16, 256, 8, {"stagger_k": True}),
-           "stagger k_splits 3": (4, 512, 2, {"split_k": 3, "stagger_k": True})}
+           "stagger k_splits 3": (4, 512, 2, {"split_k": 3, "stagger_k": True}),
+           "rows 16": (16, 256, 8, {"tile_rows": 16}), "rows 32": (16, 256, 8, {"tile_rows": 32}),
+           "rows 64": (16, 256, 8, {"tile_rows": 64}), "rows 128": (16, 256, 8, {"tile_rows": 128}),
+           "rows 16 tile 256": (16, 256, 8, {"tile_rows": 16, "tile_n": 256}),
+           "rows 16 tile 64": (16, 256, 8, {"tile_rows": 16, "tile_n": 64}),
+           "rows 16 stagger k_splits 3": (4, 512, 2, {"tile_rows": 16, "split_k": 3, "stagger_k": True})}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["one expert", "duplicates"])
+@pytest.mark.parametrize("tokens, k", [(1, 8), (64, 8), (9, 2)])
+def test_decode_tiles_on_the_routings_that_break_layers(kind, tokens, k):
+    """16-row tiles where fused_moe would not take them. Every slot on one expert: at 64
+    tokens of 8 its 512 rows make 32 tiles, each down tile waiting for all 32 of the
+    gate-up M-steps; at one token 8 rows of one tile; at 9 tokens of 2, 18 rows, a whole
+    tile and a tile of 2. And tokens naming an expert twice."""
+    experts, hidden, inter = 8, 264, 256
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, kind, seed=tokens)
+    _check_close(fused_moe_megakernel(x, w1, w2, weights, ids, tile_rows=16),
+                 moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

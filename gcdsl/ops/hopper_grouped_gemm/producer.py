@@ -51,6 +51,7 @@ class Producer:
         The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
         and each lane issues the loads of its own rows. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
+        tile_rows = self.tile_rows  # an M-tile's rows (fewer than tile_m: decode tiles)
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
@@ -68,8 +69,8 @@ class Producer:
                 # without rows (second of a pair) loads the group's first tile instead:
                 # its data is never used, and no TMA box lies wholly outside `a`.
                 first_row = start
-                if m_tile * tile_m < rows:
-                    first_row += m_tile * tile_m
+                if m_tile * tile_rows < rows:
+                    first_row += m_tile * tile_rows
                 if cutlass.const_expr(tma_a_rows is None):
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
@@ -95,7 +96,7 @@ class Producer:
                 )
             else:
                 sA_rows = cute.flat_divide(sA, (1, tile_k))  # (1, tile_k, row, 1, stage): one box a row
-                rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
+                rows_in_tile = cutlass.min(rows - m_tile * tile_rows, tile_rows)
                 lane_rows = self.lane_row_indices(row_index, first_row, rows_in_tile)
             short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
             if cutlass.const_expr(tma_a_short is not None):
@@ -107,7 +108,9 @@ class Producer:
                     tma_a_short, 0, cute.make_layout(1),
                     cute.group_modes(cute.flat_divide(sA, (A_SHORT_BOX_ROWS, tile_k)), 0, 2),
                     cute.group_modes(gA_short, 0, 2))
-                rows_in_tile = rows - m_tile * tile_m  # (none: a pair's second CTA, loading the first tile)
+                rows_in_tile = rows - m_tile * tile_rows  # (none: a pair's second CTA, loading the first tile)
+                if cutlass.const_expr(tile_rows < tile_m):
+                    rows_in_tile = cutlass.min(rows_in_tile, tile_rows)  # (always short boxes)
                 if rows_in_tile > 0 and rows_in_tile < tile_m:
                     short_boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
             rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else None
@@ -215,8 +218,8 @@ class Producer:
         """A gathered tile's row indices in this lane's registers: those of rows l, l + 32,
         ... for lane l (0 past the tile's rows), every load in flight before the first use."""
         lane = cute.arch.lane_idx()
-        lane_rows = cute.make_rmem_tensor((self.tile_m // 32,), cutlass.Int32)
-        for j in cutlass.range_constexpr(self.tile_m // 32):
+        lane_rows = cute.make_rmem_tensor((self.row_chunks,), cutlass.Int32)
+        for j in cutlass.range_constexpr(self.row_chunks):
             lane_rows[j] = cutlass.Int32(0)
             if lane + 32 * j < rows_in_tile:
                 lane_rows[j] = cutlass.Int32(row_index[first_row + lane + 32 * j])
@@ -232,7 +235,7 @@ class Producer:
         with cute.arch.elect_one():
             cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
         lane = cute.arch.lane_idx()
-        for j in cutlass.range_constexpr(self.tile_m // 32):
+        for j in cutlass.range_constexpr(self.row_chunks):
             if lane + 32 * j < rows_in_tile:
                 tma_load_2d_by_this_thread(tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, stage)].iterator, full,
                                            kk * self.tile_mnk[2], lane_rows[j])
@@ -254,7 +257,7 @@ class Producer:
 
         A wait past WAIT_LIMIT_NS prints why and traps (a launch error, not a hang):
         the CTAs it waits on cannot all be running."""
-        rows_per_step = self.tile_m * self.cluster_m
+        rows_per_step = self.tile_rows * self.cluster_m
         target = (rows + rows_per_step - 1) // rows_per_step * tiles
         count = counters.iterator + group
         start = cute.arch.globaltimer()
