@@ -204,9 +204,14 @@ def test_gate_up_tiles_gather_x_by_rows_each_lane_loading_its_own(experts_kernel
 def test_decode_tiles_ring_more_stages_and_gather_fewer_rows(experts_kernels, case, stages, chunks):
     """A stage holding only a decode tile's rows of x: 10 stages of 16 rows (9 of 32), where
     128-row tiles have 6 (Qwen3's experts, tiles 128 wide: 18 KiB a stage, not 32), and
-    one row load a lane (32 rows a load), not four."""
+    one row load a lane (32 rows a load), not four. Each stage's arrive expects its w1 or
+    w2 tile's 16 KiB, the producer adding the bytes of the A rows it loads."""
     text = experts_kernels.ptx(case)
     assert text.count("mbarrier.init.shared") == 2 * stages
+    arrives = re.findall(r"mbarrier\.arrive\.expect_tx\.shared\.b64 %rd\d+, \[%r\d+\], (%r\d+);", text)
+    # the gate-up tiles' stages, a down tile's before its wait and (K past the ring) after it
+    assert len(arrives) >= 2
+    assert {re.search(rf"mov\.b32\s+{r}, (\d+);", text).group(1) for r in arrives} == {str(128 * 64 * 2)}
     loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cta\.global\.tile\.mbarrier::complete_tx::bytes "
                        r"\[%r\d+\], \[%rd\d+, \{%r\d+, %r\d+\}\], \[%r\d+\];", text)
     assert len(loads) == chunks

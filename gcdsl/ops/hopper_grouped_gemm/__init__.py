@@ -179,7 +179,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.a_short_box_bytes = A_SHORT_BOX_ROWS * TILE_K * config.ab_dtype.width // 8
         self.a_row_bytes = TILE_K * config.ab_dtype.width // 8  # a row of A gathered alone
         self.short_a_boxes = config.short_a_boxes
-        self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
+        # (a stage's A: tile_rows rows, fewer than a whole tile's box for decode tiles)
+        self.arrive_bytes = self.stage_bytes - (self.tile_rows * self.a_row_bytes if self.short_a_boxes else 0)
         self.header_bytes = header_bytes(self.table_groups)
         # Decode tiles: the rows the first warpgroup's WGMMAs read past the last stage's own
         self.a_tail_rows = 64 - self.tile_rows if self.tile_rows < 64 else 0
