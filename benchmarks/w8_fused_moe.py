@@ -71,14 +71,13 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
-# different one on or not ("one kernel stagger ...", "... unstaggered"), with each tile's
-# rows ("one kernel rows <tile_rows>": decode tiles, or 128) and with torch's routing kernels; and
+# different one on or not ("one kernel stagger ...", "... unstaggered"), and with torch's
+# routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
 FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
-           "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
-           "one kernel rows 16", "one kernel rows 32", "one kernel rows 64", "one kernel rows 128")
+           "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -123,8 +122,6 @@ def layer(variant: str) -> Callable:
                 options["stagger_k"] = word == "stagger"
             elif word == "split":
                 options["split_k"] = int(words.pop(0))
-            elif word == "rows":
-                options["tile_rows"] = int(words.pop(0))
             elif word == "torch":
                 options["route_kernel"] = False
                 words.pop(0)  # "route"

@@ -203,12 +203,12 @@ def _grouped_gemm_max_groups():
 GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
-def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False, trace=False, tile_rows=128):
+def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False, trace=False):
     def build():
         import cutlass
         from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
-        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, 8, tile_n, split_k, stagger_k, trace, tile_rows)
+        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, 8, tile_n, split_k, stagger_k, trace)
         return kernel, kernel.trace_args()
 
     return build
@@ -224,9 +224,6 @@ MOE_EXPERTS_CASES = {
     "moe_experts_e8_h4096_i14336_t256_split4": _moe_experts(8, 4096, 14336, 256, 4),
     "moe_experts_e8_h4096_i14336_t256_split4_stagger": _moe_experts(8, 4096, 14336, 256, 4, stagger_k=True),
     "moe_experts_e128_h2048_i768_trace": _moe_experts(128, 2048, 768, trace=True),
-    # decode tiles: 16 rows, a stage holding only those of A (Qwen3's at one token)
-    "moe_experts_e128_h2048_i768_rows16": _moe_experts(128, 2048, 768, stagger_k=True, tile_rows=16),
-    "moe_experts_e8_h200_i64_rows32": _moe_experts(8, 200, 64, tile_rows=32),
 }
 
 

@@ -100,8 +100,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # row's index from lane 0
     "experts_rows_token_of_the_next_slot": ("row_index[first_row + lane + 32 * j]",
                                             "row_index[first_row + lane + 32 * j + 1]"),
-    "experts_rows_one_too_few": ("rows_in_tile = cutlass.min(rows - m_tile * tile_rows, tile_rows)\n",
-                                 "rows_in_tile = cutlass.min(rows - m_tile * tile_rows, tile_rows) - 1\n"),
+    "experts_rows_one_too_few": ("rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)\n",
+                                 "rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m) - 1\n"),
     "experts_rows_into_the_chunks_first_row": ("sA_rows[(None, None, 32 * j + lane, 0, stage)]",
                                                "sA_rows[(None, None, 32 * j, 0, stage)]"),
     "experts_rows_index_from_lane_0": ("kk * self.tile_mnk[2], lane_rows[j])",
@@ -117,16 +117,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
     # a staggered tile's k-tiles wrap round at K (a past-K k-tile reads TMA's zeros, and one is never read)
-    "experts_stagger_without_wrap": ("            if kk >= k_tiles:\n"
-                                     "                kk -= k_tiles\n", ""),
-    # decode tiles (16 to 64 rows): a tile's store clipped at its group's end rather than its
-    # own, an M-step of the schedule of 128 rows, each stage's A as far on as a whole tile's
-    "experts_decode_tile_stored_to_the_groups_end": ("tile_end = cutlass.min(rows, (m_tile + 1) * self.tile_rows)",
-                                                     "tile_end = rows"),
-    "experts_decode_schedule_of_whole_tiles": ("rows_per_step = self.tile_rows * self.cluster_m\n        previous",
-                                               "rows_per_step = self.tile_m * self.cluster_m\n        previous"),
-    "experts_decode_stages_a_whole_tile_apart": ("stride=(*outer.stride[:2], (0, self.tile_rows * TILE_K))",
-                                                 "stride=(*outer.stride[:2], (0, self.tile_m * TILE_K))"),
+    "experts_stagger_without_wrap": ("                    if kk >= k_tiles:\n"
+                                     "                        kk -= k_tiles\n", ""),
     # the grouped reduction in pairs: a CTA's own M-tile, its own half of B, M-steps of two M-tiles
     "ragged_k_pair_rank_ignored_in_pingpong": ("m_tile = m_step * self.cluster_m + rank  # (pairs",
                                                "m_tile = m_step * self.cluster_m + 0  # (pairs"),
@@ -168,9 +160,6 @@ FOCUS: Dict[str, str] = {
     "experts_combine_one_count_a_token": "one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
-    "experts_decode_tile_stored_to_the_groups_end": "rows or decode_tiles",
-    "experts_decode_schedule_of_whole_tiles": "rows or decode_tiles",
-    "experts_decode_stages_a_whole_tile_apart": "rows or decode_tiles",
     "combine_reads_the_slot_not_its_row": "combine_kernel_against",
     "combine_first_slots_weight_for_all": "combine_kernel_against",
     "combine_last_vector_unwritten": "combine_kernel_against",

@@ -142,24 +142,20 @@ def route(topk_ids: torch.Tensor, experts: int, one_kernel: bool = True,
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                          topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
-                         stagger_k: Optional[bool] = None, tile_rows: Optional[int] = None,
-                         route_kernel: bool = True) -> torch.Tensor:
+                         stagger_k: Optional[bool] = None, route_kernel: bool = True) -> torch.Tensor:
     """`fused_moe`'s one-kernel form, with its choices open: the tile width `tile_n` (64,
     128 or 256, both GEMMs; by default `megakernel_tile_n`'s), the down tiles' K splits
     `split_k` (each down tile that many work items over ranges of I, their fp32 sums
     added in the output: for decode, where the down GEMM has fewer tiles than there
     are SMs; at most I / 64; by default `megakernel_split_k`'s), whether each tile reads
-    its k-tiles from a different one on (`stagger_k`, by default `megakernel_stagger_k`'s),
-    the rows of a tile (`tile_rows`: 128, or a decode tile's 16, 32 or 64, whose ring
-    stages hold only that many rows of x, and so more stages of weights; by default
-    `megakernel_tile_rows`') and the routing in one kernel (`route`; `route_kernel=False`:
-    torch's kernels, as `fused_moe_pair`'s). w1 and w2 contiguous."""
-    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, tile_rows)
-    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k,
-                       tile_rows=tile_rows)
+    its k-tiles from a different one on (`stagger_k`, by default `megakernel_stagger_k`'s)
+    and the routing in one kernel (`route`; `route_kernel=False`: torch's kernels, as
+    `fused_moe_pair`'s). w1 and w2 contiguous."""
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
+    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k)
 
 
-def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, tile_rows=None) -> None:
+def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k) -> None:
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
         if not w.is_contiguous():
@@ -172,8 +168,6 @@ def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagge
              "of 64-column k-tiles", param="split_k")
     if stagger_k not in (None, True, False):
         fail(f"stagger_k = {stagger_k!r}; it is True, False or None (fused_moe's rule)", param="stagger_k")
-    if tile_rows not in (None, 16, 32, 64, 128):
-        fail(f"tile_rows = {tile_rows!r}; a tile has 128 rows, or a decode tile 16, 32 or 64", param="tile_rows")
 
 
 def megakernel_tile_n(experts: int, hidden: int, inter: int, slots: int, sms: int) -> int:
@@ -211,15 +205,6 @@ def megakernel_split_k(experts: int, hidden: int, inter: int, slots: int, sms: i
     return max(1, min(4, inter // 64 // 32))
 
 
-def megakernel_tile_rows(experts: int, slots: int) -> int:
-    """The one kernel's rows a tile: 16 (decode tiles) where the experts average at most
-    four slots each, else 128. A 16-row tile's ring stages hold 16 rows of x rather than
-    128, so the ring has 10 stages of weights in flight where it had 6; an expert with
-    more rows takes more tiles, each reading its weights again (from L2, the CTAs of an
-    expert's tiles running together)."""
-    return 16 if slots <= 4 * experts else 128
-
-
 def megakernel_stagger_k(slots: int) -> bool:
     """Whether the one kernel's tiles read their k-tiles each from a different one on:
     up to 64 slots. There the CTAs stream weights alone, in step, each reading the same
@@ -235,7 +220,7 @@ def megakernel_stagger_k(slots: int) -> bool:
 
 def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                       topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
-                      stagger_k: Optional[bool] = None, tile_rows: Optional[int] = None,
+                      stagger_k: Optional[bool] = None,
                       route_kernel: bool = True) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """`fused_moe_megakernel`'s result, and where its one kernel spends its time: for each
     phase of `hopper_grouped_gemm.PHASES`, the microseconds at which each CTA reached it,
@@ -243,9 +228,9 @@ def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_
     Its kernel is a build of its own, with the stamps compiled in; one synchronisation."""
     from .hopper_grouped_gemm import PHASES
 
-    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, tile_rows)
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
     out, stamps = _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k,
-                              trace=True, tile_rows=tile_rows)
+                              trace=True)
     ns = stamps.cpu().double()[:, :len(PHASES)]
     ns[ns == 0] = float("nan")  # zeroed before the launch: a phase the CTA never reached
     us = (ns - ns[:, 0].min()) / 1e3  # every CTA stamps its start
@@ -254,7 +239,7 @@ def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_
 
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
                 route_kernel: bool = True, split_k: Optional[int] = None,
-                stagger_k: Optional[bool] = None, trace: bool = False, tile_rows: Optional[int] = None):
+                stagger_k: Optional[bool] = None, trace: bool = False):
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
     expert's stored gate-up tiles, the gate-up tiles reading x's rows through `token`, the
@@ -276,11 +261,10 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
-    tile_rows = tile_rows or megakernel_tile_rows(experts, total)
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     gemms, kernel = _compiled(
-        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, tile_rows, index),
-        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, tile_rows), index)
+        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, index),
+        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace), index)
     counters = gemms.counters(tokens)
     if trace:  # ... then each CTA's Int64 stamps (two Int32 each), zeroed
         done = torch.zeros(stamps_offset(counters) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)

@@ -155,8 +155,6 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.ragged = config.ragged
         self.pingpong = config.schedule == "pingpong"
         self.tile_m = config.tile_m
-        self.tile_rows = config.tile_rows  # an M-tile's rows: tile_m, or fewer for decode
-        self.row_chunks = -(-self.tile_rows // 32)  # a gathered tile's rows a lane loads (`Producer`)
         self.tile_mnk = (self.tile_m, config.tile_n, TILE_K)
         self.epi_tile = (self.tile_m, EPI_TILE[1])
         self.cluster_m = config.cluster_m
@@ -174,20 +172,15 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         # Bytes TMA writes into one stage (A tile + B tile), and those the full barrier expects
         # at the producer's arrive: with short A boxes only B's, the producer adding each
         # stage's A bytes as it issues them (`Producer.produce`).
-        self.stage_bytes = (self.tile_rows + config.tile_n) * TILE_K * config.ab_dtype.width // 8
+        self.stage_bytes = (self.tile_m + config.tile_n) * TILE_K * config.ab_dtype.width // 8
         self.a_tile_bytes = self.tile_m * TILE_K * config.ab_dtype.width // 8
         self.a_short_box_bytes = A_SHORT_BOX_ROWS * TILE_K * config.ab_dtype.width // 8
         self.a_row_bytes = TILE_K * config.ab_dtype.width // 8  # a row of A gathered alone
         self.short_a_boxes = config.short_a_boxes
-        # (a stage's A: tile_rows rows, fewer than a whole tile's box for decode tiles)
-        self.arrive_bytes = self.stage_bytes - (self.tile_rows * self.a_row_bytes if self.short_a_boxes else 0)
+        self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
         self.header_bytes = header_bytes(self.table_groups)
-        # Decode tiles: the rows the first warpgroup's WGMMAs read past the last stage's own
-        self.a_tail_rows = 64 - self.tile_rows if self.tile_rows < 64 else 0
-        budget = (get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
-                  - self.a_tail_rows * self.a_row_bytes)
-        self.stages = stages or min(config.max_stages, budget // self.stage_bytes)
-        self.a_ring_elements = (self.stages * self.tile_rows + self.a_tail_rows) * TILE_K
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
+        self.stages = stages or min(MAX_STAGES, budget // self.stage_bytes)
 
     @property
     def stage_consumer_warps(self) -> int:
@@ -207,7 +200,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
     @property
     def smem_bytes(self) -> int:
         """Shared memory of one CTA: barriers and schedule, the A/B ring, the output sub-tiles."""
-        return self.header_bytes + self.stages * self.stage_bytes + self.a_tail_rows * self.a_row_bytes + self.epi_bytes
+        return self.header_bytes + self.stages * self.stage_bytes + self.epi_bytes
 
     @cute.jit
     def __call__(
@@ -235,7 +228,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
             tile_end: cute.struct.MemRange[cutlass.Int32, table]
             row_end: cute.struct.MemRange[cutlass.Int32, table + 1]  # entry 0 is 0: group g's start is row_end[g]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, self.a_ring_elements], HEADER_ALIGN]
+            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
             sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(b_smem)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(c_smem)], 1024]
 
@@ -259,12 +252,6 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             self.acc_dtype, (1, 1, 1) if self.pingpong else (2, 1, 1), tiler_mn=(64, self.tile_mnk[1])
         )
         a_smem = sm90.make_smem_layout_a(a_layout, self.tile_mnk, self.ab_dtype, self.stages)
-        if self.tile_rows < self.tile_m:
-            # Decode tiles: stage s starts s * tile_rows rows in, its 128-row view
-            # overlapping the stages after it (whole 8-row swizzle atoms: the same pattern)
-            outer = a_smem.outer
-            a_smem = cute.make_composed_layout(a_smem.inner, 0, cute.make_layout(
-                outer.shape, stride=(*outer.stride[:2], (0, self.tile_rows * TILE_K))))
         b_smem = sm90.make_smem_layout_b(b_layout, self.tile_mnk, self.ab_dtype, self.stages)
         c_smem = sm90.make_smem_layout_epi(self.c_dtype, LayoutEnum.ROW_MAJOR, self.epi_tile, self.epi_buffers)
         return tiled_mma, a_smem, b_smem, c_smem

@@ -41,13 +41,6 @@ FIRST_TURN_BARRIER = 3
 # turn with ping-pong; `Consumers.zero_columns_before_group`).
 ZERO_FILL_BARRIER = 5
 MAX_STAGES = 8
-# Decode tiles (`GemmConfig.tile_rows` below 128): an M-tile of 16, 32 or 64 rows, and a
-# stage that holds only those rows of A, so that the ring has more stages and more of
-# the weights are in flight. A consumer warpgroup's WGMMAs still read 64 rows of A: past
-# a stage's own rows they read the next stage's (or, after the last stage, a tail of
-# 64 - tile_rows rows), rows whose products are never stored.
-TILE_ROWS = (16, 32, 64, 128)
-DECODE_MAX_STAGES = 12
 # A partial M-tile (a group's last, of fewer than TILE_M rows) loads its A rows in boxes of
 # this many rows, as many as cover them, not in one box of the whole tile: at decode a
 # 128-row box for a handful of rows costs the TMA unit about as much as the stage's weight
@@ -94,7 +87,7 @@ def groups_per_lane(groups: int) -> int:
 def header_bytes(groups: int) -> int:
     """Shared memory before the A/B ring: mbarriers, then the schedule's two Int32 columns."""
     schedule = 4 * (2 * 32 * groups_per_lane(groups) + 1)  # tile_end, and row_end after a leading 0
-    return -(-(DECODE_MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
+    return -(-(MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
 
 
 @dataclass(frozen=True)
@@ -121,18 +114,10 @@ class GemmConfig:
     # output by TMA reduce-add stores (the output zeroed first): more CTAs streaming B
     # where a few groups make few tiles (an expert layer's down GEMM at decode).
     split_k: int = 1
-    # Rows of an M-tile, and of A in a stage: TILE_M, or a decode tile's 16, 32 or 64
-    # (TILE_ROWS), where a stage holds only those rows of A and only the first consumer
-    # warpgroup runs WGMMAs. Cooperative, ragged M, A K-major, no pairs.
-    tile_rows: int = TILE_M
 
     @property
     def tile_m(self) -> int:
         return PINGPONG_TILE_M if self.schedule == "pingpong" else TILE_M
-
-    @property
-    def max_stages(self) -> int:
-        return MAX_STAGES if self.tile_rows == self.tile_m else DECODE_MAX_STAGES
 
     @property
     def epi_stages(self) -> int:
@@ -196,12 +181,6 @@ class GemmConfig:
                 problems.append("K splits are built for ragged M, the cooperative schedule, no pairs, no activation")
             if self.split_k > -(-self.k // TILE_K):
                 problems.append(f"split_k = {self.split_k} is more than K = {self.k}'s {-(-self.k // TILE_K)} k-tiles")
-        if self.tile_rows not in TILE_ROWS:
-            problems.append(f"tile_rows = {self.tile_rows} is not one of {TILE_ROWS}")
-        elif self.tile_rows != TILE_M and (self.schedule, self.ragged, self.a_major, self.cluster_m) != (
-                "cooperative", "m", "k", 1):
-            problems.append("decode tiles (tile_rows below 128) are built for the cooperative schedule, ragged M, "
-                            "A K-major, no pairs")
         if self.c_dtype in C_DTYPES and (self.out_tile_n // EPI_TILE[1]) % self.epi_stages:
             problems.append(f"a tile's {self.out_tile_n // EPI_TILE[1]} output sub-tiles do not cycle through "
                             f"{self.epi_stages} buffers")

@@ -50,8 +50,6 @@ class Consumers:
             m_tile = m_step * cluster_m + rank  # past the group's rows for the second CTA
             # of a pair on an odd last M-tile: it only keeps the pipeline moving
             rows_here = rows - m_tile * tile_m - half * 64
-            if cutlass.const_expr(self.tile_rows < tile_m):  # decode tiles: the first warpgroup's rows only
-                rows_here = cutlass.min(rows - m_tile * self.tile_rows, self.tile_rows) - half * 64
             if cutlass.const_expr(self.ragged == "k"):
                 k_tiles = (length + tile_k - 1) // tile_k
                 # A group without K stores zeros (the weight gradient of an expert no
@@ -64,7 +62,7 @@ class Consumers:
             read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
-            if rows > m_tile * self.tile_rows:
+            if rows > m_tile * tile_m:
                 self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                 group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0,
                                 signal, combine)

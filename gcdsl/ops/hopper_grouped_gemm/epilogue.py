@@ -91,16 +91,7 @@ class Epilogue:
             mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
         else:
             mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
-        if cutlass.const_expr(self.tile_rows < tile_m):
-            # A decode tile's rows: from m_tile * tile_rows, clipped at its own last row
-            # (the rows after it, of the stages its WGMMAs read on into, are not its)
-            tile_end = cutlass.min(rows, (m_tile + 1) * self.tile_rows)
-            mC_group = cute.domain_offset((total - tile_end + m_tile * self.tile_rows, 0),
-                                          mC[(None, None, start + tile_end)])
-            gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (0, n_tile)), self.epi_tile)
-        else:
-            gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (m_tile, n_tile)),
-                                    self.epi_tile)
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (m_tile, n_tile)), self.epi_tile)
         bSG_sC, bSG_gC = cpasync.tma_partition(
             tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
         )
@@ -136,8 +127,8 @@ class Epilogue:
                     cute.arch.fence_proxy("async.global")  # TMA's writes before the count
                     cute.arch.atomic_add(signal.iterator + group, cutlass.Int32(1), sem="release", scope="gpu")
         if cutlass.const_expr(combine is not None):
-            first_row = start + m_tile * self.tile_rows
-            self.finish_tokens(combine, first_row, cutlass.min(rows - m_tile * self.tile_rows, self.tile_rows), n_tile, warp,
+            first_row = start + m_tile * tile_m
+            self.finish_tokens(combine, first_row, cutlass.min(rows - m_tile * tile_m, tile_m), n_tile, warp,
                                store_warp, epilogue_barrier)
 
     @cute.jit

@@ -20,10 +20,8 @@ Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (
 tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
 reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
 each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
-and the producer warp waits before a down tile's loads of `act` until `done[e]` counts
-every gate-up tile of e (acquire, then a proxy fence before its TMA loads). The tile's
-first w2 k-tiles, as many as the ring has stages, are loaded before the wait, so the
-weights stream on while the gate-up tiles finish. `done` must hold
+and the producer warp waits before a down tile's loads until `done[e]` counts every
+gate-up tile of e (acquire, then a proxy fence before its TMA loads). `done` must hold
 zeros at the launch.
 
 No CTA waits on anything in its gate-up tiles, and every gate-up tile is dealt before
@@ -59,7 +57,7 @@ from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 import gcdsl
 
 from . import HopperGroupedGemm
-from .config import (CONSUMER_REGS, DECODE_MAX_STAGES, HEADER_ALIGN, PHASES, PRODUCER_REGS, SCHEDULE_WARP, STAMP_SLOTS,
+from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PHASES, PRODUCER_REGS, SCHEDULE_WARP, STAMP_SLOTS,
                      THREADS, TILE_M, GemmConfig, groups_per_lane)
 
 
@@ -87,31 +85,27 @@ class MoeExperts:
     """
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, tile_n: int = 128,
-                 split_k: int = 1, stagger_k: bool = False, trace: bool = False, tile_rows: int = TILE_M) -> None:
-        up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu",
-                        tile_rows=tile_rows)
+                 split_k: int = 1, stagger_k: bool = False, trace: bool = False) -> None:
+        up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
         # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
         down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
-                          split_k=split_k, tile_rows=tile_rows)
+                          split_k=split_k)
         self.top_k = top_k  # slots a token: the combine's rows
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
         self.trace = trace
         self.table = 32 * groups_per_lane(experts)
         # mbarriers, two tile tables (one per GEMM), the shared row table and the tokens a down tile finishes
-        self.header_bytes = -(-(DECODE_MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN
-                              ) * HEADER_ALIGN
+        self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN) * HEADER_ALIGN
         sizes = HopperGroupedGemm(up), HopperGroupedGemm(down)
         self.epi_bytes = max(g.epi_bytes for g in sizes)  # one sub-tile area, each GEMM its own buffers in it
-        budget = (get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
-                  - sizes[0].a_tail_rows * sizes[0].a_row_bytes)
-        self.stages = min(up.max_stages, budget // sizes[0].stage_bytes)
+        budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
+        self.stages = min(MAX_STAGES, budget // sizes[0].stage_bytes)
         self.up, self.down = HopperGroupedGemm(up, self.stages), HopperGroupedGemm(down, self.stages)
         assert self.up.tile_mnk == self.down.tile_mnk and self.up.stage_bytes == self.down.stage_bytes
 
     @property
     def smem_bytes(self) -> int:
-        return (self.header_bytes + self.stages * self.up.stage_bytes + self.up.a_tail_rows * self.up.a_row_bytes
-                + self.epi_bytes)
+        return self.header_bytes + self.stages * self.up.stage_bytes + self.epi_bytes
 
     def counters(self, tokens: int) -> int:
         """Int32 counters the kernel keeps in `done` for `tokens` tokens (the module
@@ -120,8 +114,8 @@ class MoeExperts:
 
     def tile_bound(self, total: int) -> int:
         """The most tiles either GEMM can have over `total` rows, whatever `offs` holds."""
-        tile_rows = self.up.tile_rows
-        m_steps = (total + min(self.experts, total) * (tile_rows - 1)) // tile_rows
+        tile_m = self.up.tile_m
+        m_steps = (total + min(self.experts, total) * (tile_m - 1)) // tile_m
         return m_steps * max(self.up.n_tiles, self.down.n_tiles * self.split_k)
 
     def trace_args(self) -> Tuple:
@@ -178,7 +172,7 @@ class MoeExperts:
             tile_end_down: cute.struct.MemRange[cutlass.Int32, table]
             row_end: cute.struct.MemRange[cutlass.Int32, table + 1]
             finished: cute.struct.MemRange[cutlass.Int32, TILE_M + 1]  # the tokens a down tile completes
-            sA: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, up.a_ring_elements], HEADER_ALIGN]
+            sA: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
             sB: cute.struct.Align[cute.struct.MemRange[up.ab_dtype, cute.cosize(b_smem)], 1024]
             sC: cute.struct.Align[cute.struct.MemRange[up.c_dtype, epi_elements], 1024]
 

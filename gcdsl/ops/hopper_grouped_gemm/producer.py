@@ -33,10 +33,7 @@ class Producer:
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
         the pipeline state to go on from, `finish` whether to wait at the end for every
         stage's release, and `wait_on` = (counters, tiles) holds each tile's loads until
-        counters[group] reaches `tiles` per M-step of the group: the
-        tile's first `stages` k-tiles of B (weights, which no GEMM of the kernel writes)
-        are loaded before the wait, their A after it, so that a CTA streams weights while
-        it waits. With `stagger_k` a tile
+        counters[group] reaches `tiles` per M-step of the group. With `stagger_k` a tile
         loads its k-tiles from the (tile mod k-tiles)-th on, wrapping round (the consumers
         sum them in any order), so that CTAs that start together read different columns
         of their weight rows, not the same ones at the same stride. `stamp`, the CTA's
@@ -51,7 +48,6 @@ class Producer:
         The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
         and each lane issues the loads of its own rows. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
-        tile_rows = self.tile_rows  # an M-tile's rows (fewer than tile_m: decode tiles)
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
@@ -69,8 +65,8 @@ class Producer:
                 # without rows (second of a pair) loads the group's first tile instead:
                 # its data is never used, and no TMA box lies wholly outside `a`.
                 first_row = start
-                if m_tile * tile_rows < rows:
-                    first_row += m_tile * tile_rows
+                if m_tile * tile_m < rows:
+                    first_row += m_tile * tile_m
                 if cutlass.const_expr(tma_a_rows is None):
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
@@ -96,7 +92,7 @@ class Producer:
                 )
             else:
                 sA_rows = cute.flat_divide(sA, (1, tile_k))  # (1, tile_k, row, 1, stage): one box a row
-                rows_in_tile = cutlass.min(rows - m_tile * tile_rows, tile_rows)
+                rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
                 lane_rows = self.lane_row_indices(row_index, first_row, rows_in_tile)
             short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
             if cutlass.const_expr(tma_a_short is not None):
@@ -108,45 +104,25 @@ class Producer:
                     tma_a_short, 0, cute.make_layout(1),
                     cute.group_modes(cute.flat_divide(sA, (A_SHORT_BOX_ROWS, tile_k)), 0, 2),
                     cute.group_modes(gA_short, 0, 2))
-                rows_in_tile = rows - m_tile * tile_rows  # (none: a pair's second CTA, loading the first tile)
-                if cutlass.const_expr(tile_rows < tile_m):
-                    rows_in_tile = cutlass.min(rows_in_tile, tile_rows)  # (always short boxes)
+                rows_in_tile = rows - m_tile * tile_m  # (none: a pair's second CTA, loading the first tile)
                 if rows_in_tile > 0 and rows_in_tile < tile_m:
                     short_boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
-            rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else None
-            ahead = 0  # k-tiles whose B is loaded before the wait, their A after it
             if cutlass.const_expr(wait_on is not None):
-                # A waiting tile's weights do not depend on the wait: its first stages get
-                # their B now, so the weight stream runs on while the other GEMM finishes.
-                ahead = cutlass.min(self.stages, k_tiles)
-                waiting = state.clone()
-                for k in cutlass.range(ahead, unroll=1):
-                    mainloop.producer_acquire(state)
-                    full = mainloop.producer_get_barrier(state)
-                    if cutlass.const_expr(tma_a_short is not None):
-                        # (A's bytes before B's load: the stage's phase cannot end without A)
-                        self.expect_a_bytes(full, short_boxes)
-                    self.load_b(tma_b, tBgB_tile, tBsB, state.index, full, self.k_of(k, rotation, k_tiles, k_first_tile),
-                                both_ctas)
-                    state.advance()
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
                 if cutlass.const_expr(stamp is not None):
                     if tile == cluster_idx:
                         with cute.arch.elect_one():
                             stamp[PHASES.index("first down tile's wait over")] = cute.arch.globaltimer()
-                for k in cutlass.range(ahead, unroll=1):
-                    kk = self.k_of(k, rotation, k_tiles, k_first_tile)
-                    full = mainloop.producer_get_barrier(waiting)
-                    if cutlass.const_expr(tma_a_short is None):
-                        cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, waiting.index)], tma_bar_ptr=full)
-                    else:
-                        self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short,
-                                                   short_boxes, waiting.index, full, kk, expect=False)
-                    waiting.advance()
-            for k in cutlass.range(ahead, k_tiles, unroll=1):
+            rotation = scheduled % k_tiles if cutlass.const_expr(stagger_k) else 0
+            for k in cutlass.range(k_tiles, unroll=1):
                 mainloop.producer_acquire(state)  # waits for an empty stage, arms expect_tx
                 full = mainloop.producer_get_barrier(state)
-                kk = self.k_of(k, rotation, k_tiles, k_first_tile)
+                kk = k
+                if cutlass.const_expr(stagger_k):
+                    kk = k + rotation
+                    if kk >= k_tiles:
+                        kk -= k_tiles
+                kk = self.k_tile(k_first_tile, kk)
                 # A: gathered row by row, in one box, or (short boxes) in the boxes its rows need
                 if cutlass.const_expr(tma_a_rows is not None):
                     self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
@@ -155,7 +131,11 @@ class Producer:
                 else:
                     self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short, short_boxes,
                                                state.index, full, kk)
-                self.load_b(tma_b, tBgB_tile, tBsB, state.index, full, kk, both_ctas)
+                if cutlass.const_expr(cluster_m > 1):
+                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                              mcast_mask=both_ctas)
+                else:
+                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full)
                 state.advance()
             tile += num_clusters
         if cutlass.const_expr(finish):
@@ -165,61 +145,29 @@ class Producer:
     @cute.jit
     def load_a_in_short_boxes(self, tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor,
                               tma_a_short: cute.CopyAtom, tAgA_short: cute.Tensor, tAsA_short: cute.Tensor,
-                              short_boxes: cutlass.Int32, stage: cutlass.Int32, full, kk: cutlass.Int32,
-                              expect: bool = True):
+                              short_boxes: cutlass.Int32, stage: cutlass.Int32, full, kk: cutlass.Int32):
         """k-tile kk of A into `stage` where its bytes vary (`a_short`): the whole tile in
         one box (`short_boxes` 0), or the short boxes that cover a partial tile's rows,
         the bytes added to the full barrier before any load of the stage, so that its
-        phase cannot end early (`expect=False`: added already, `expect_a_bytes`)."""
+        phase cannot end early."""
         if short_boxes == 0:
-            if cutlass.const_expr(expect):
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
             cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, stage)], tma_bar_ptr=full)
         else:
-            if cutlass.const_expr(expect):
-                with cute.arch.elect_one():
-                    cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
+            with cute.arch.elect_one():
+                cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
             for box in cutlass.range(short_boxes, unroll=1):
                 cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, stage)],
                           tma_bar_ptr=full)
-
-    @cute.jit
-    def expect_a_bytes(self, full, short_boxes: cutlass.Int32):
-        """The A bytes `load_a_in_short_boxes` will bring, added to the stage's full barrier."""
-        with cute.arch.elect_one():
-            if short_boxes == 0:
-                cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
-            else:
-                cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
-
-    @cute.jit
-    def load_b(self, tma_b: cute.CopyAtom, tBgB_tile: cute.Tensor, tBsB: cute.Tensor, stage: cutlass.Int32, full,
-               kk: cutlass.Int32, both_ctas: cutlass.Int16):
-        """k-tile kk of the tile's B into `stage`; in a pair, this CTA's half, multicast to both."""
-        if cutlass.const_expr(self.cluster_m > 1):
-            cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, stage)], tma_bar_ptr=full, mcast_mask=both_ctas)
-        else:
-            cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, stage)], tma_bar_ptr=full)
-
-    @cute.jit
-    def k_of(self, k: cutlass.Int32, rotation, k_tiles: cutlass.Int32, k_first_tile) -> cutlass.Int32:
-        """The k-tile of a work item's step k: from the `rotation`-th on, wrapping round
-        (`stagger_k`; None without), within the item's K range (`split_of`)."""
-        kk = k
-        if cutlass.const_expr(rotation is not None):
-            kk = k + rotation
-            if kk >= k_tiles:
-                kk -= k_tiles
-        return self.k_tile(k_first_tile, kk)
 
     @cute.jit
     def lane_row_indices(self, row_index: cute.Tensor, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32):
         """A gathered tile's row indices in this lane's registers: those of rows l, l + 32,
         ... for lane l (0 past the tile's rows), every load in flight before the first use."""
         lane = cute.arch.lane_idx()
-        lane_rows = cute.make_rmem_tensor((self.row_chunks,), cutlass.Int32)
-        for j in cutlass.range_constexpr(self.row_chunks):
+        lane_rows = cute.make_rmem_tensor((self.tile_m // 32,), cutlass.Int32)
+        for j in cutlass.range_constexpr(self.tile_m // 32):
             lane_rows[j] = cutlass.Int32(0)
             if lane + 32 * j < rows_in_tile:
                 lane_rows[j] = cutlass.Int32(row_index[first_row + lane + 32 * j])
@@ -235,7 +183,7 @@ class Producer:
         with cute.arch.elect_one():
             cute.arch.mbarrier_expect_tx(full, rows_in_tile * self.a_row_bytes)
         lane = cute.arch.lane_idx()
-        for j in cutlass.range_constexpr(self.row_chunks):
+        for j in cutlass.range_constexpr(self.tile_m // 32):
             if lane + 32 * j < rows_in_tile:
                 tma_load_2d_by_this_thread(tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, stage)].iterator, full,
                                            kk * self.tile_mnk[2], lane_rows[j])
@@ -257,7 +205,7 @@ class Producer:
 
         A wait past WAIT_LIMIT_NS prints why and traps (a launch error, not a hang):
         the CTAs it waits on cannot all be running."""
-        rows_per_step = self.tile_rows * self.cluster_m
+        rows_per_step = self.tile_m * self.cluster_m
         target = (rows + rows_per_step - 1) // rows_per_step * tiles
         count = counters.iterator + group
         start = cute.arch.globaltimer()

@@ -59,7 +59,7 @@ class Schedule:
         before = cute.arch.shuffle_sync_up(run, 1)
         if lane == 0:
             before = cutlass.Int32(0)
-        rows_per_step = self.tile_rows * self.cluster_m
+        rows_per_step = self.tile_m * self.cluster_m
         previous = cutlass.min(before, total)
         lane_tiles = cutlass.Int32(0)
         for j in cutlass.range_constexpr(c):
@@ -117,7 +117,7 @@ class Schedule:
             group += 1
         start = row_end[group]
         length = row_end[group + 1] - start
-        rows_per_step = self.tile_rows * self.cluster_m
+        rows_per_step = tile_m * self.cluster_m
         m_steps = (length + rows_per_step - 1) // rows_per_step
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
         return group, local % m_steps, local // m_steps, length, start, length
