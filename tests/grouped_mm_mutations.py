@@ -135,6 +135,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])",
                                            "cutlass.Float32(weights[token * top_k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
+    # the expert kernel, started while the routing kernel runs, reading before it has ended
+    "experts_no_wait_for_the_routing": ("        cute.arch.griddepcontrol_wait()\n", ""),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
     "route_leaves_the_counters": ("cutlass.range(tidx, zero_count, MAX_SLOTS", "cutlass.range(tidx, 0, MAX_SLOTS"),
     "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",
@@ -165,6 +167,7 @@ FOCUS: Dict[str, str] = {
     "combine_last_vector_unwritten": "combine_kernel_against",
     "route_rank_counts_the_slot_itself": "route_kernel_agrees",
     "route_leaves_the_counters": "one_kernel and float32",
+    "experts_no_wait_for_the_routing": "one_kernel and (float32 or break or replays)",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_plain_view_one_k_tile_late": "t_contiguous_reduction",

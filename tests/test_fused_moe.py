@@ -153,6 +153,25 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     assert combine and text.count("atom.global.acq_rel.add") == 1, "a token's count follows its row's stores"
 
 
+@pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64",
+                                  "moe_experts_e8_h4096_i14336_t256_split4", "moe_experts_e128_h2048_i768_trace"])
+def test_megakernel_waits_for_the_routing_grid_before_it_touches_global_memory(experts_kernels, case):
+    """The expert kernel starts while the routing kernel runs (programmatic stream
+    serialization; that kernel lets it launch first thing): one `griddepcontrol.wait`, and
+    before it nothing reads or writes global memory (the parameters and the descriptors'
+    prefetch only; with phase stamps, the start's own stamp, in memory the routing never
+    touches)."""
+    text = experts_kernels.ptx(case)
+    assert text.count("griddepcontrol.wait;") == 1
+    before = text[:text.index("griddepcontrol.wait;")]
+    touches = re.findall(r"\b(?:ld|st|atom|red)\.(?:\w+\.)*global\b[^;]*;|cp\.async\.bulk\.tensor[^;]*;", before)
+    stamps = [t for t in touches if t.startswith("st.global.b64")] if case.endswith("_trace") else []
+    assert touches == stamps and len(stamps) <= 1, touches
+    route = experts_kernels.ptx("route_slots_e128_i64")
+    assert route.count("griddepcontrol.launch_dependents;") == 1
+    assert route.index("griddepcontrol.launch_dependents;") < route.index("ld.global")
+
+
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64"])
 def test_gate_up_tiles_gather_x_by_rows_each_lane_loading_its_own(experts_kernels, case):
     """The gate-up tiles' A comes from x a row at a time: 2-D loads of one row's k-tile

@@ -23,7 +23,9 @@ captured in a CUDA graph and replayed after `topk_ids` and `topk_weights` change
               tile starting once its expert's gate-up tiles are stored, and the
               weighted combine in their epilogue: the down tile that stores the last
               of a token's k rows of its columns sums them, in fp32 in slot order
-              (the same sum on every run).
+              (the same sum on every run). It starts while the route kernel runs
+              (programmatic stream serialization) and waits for that grid's end
+              before it reads the routing.
 
 The two-GEMM form gathers x's rows in expert order first and combines in a kernel of
 its own (`combine_kernel`), reading each row once where it lies.

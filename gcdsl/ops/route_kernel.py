@@ -75,6 +75,9 @@ class RouteSlots:
     @gcdsl.kernel
     def kernel(self, ids: cute.Tensor, row_of: cute.Tensor, token: cute.Tensor, offs: cute.Tensor,
                zeros: cute.Tensor, slots: cutlass.Int32, top_k: cutlass.Int32, zero_count: cutlass.Int32):
+        # The expert kernel after this one may start now (its CTAs set up, then wait for
+        # this grid to end before they read what it writes): it saves that kernel's launch.
+        cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         experts = self.experts
         storage = SmemAllocator().allocate(self.shared_storage)

@@ -24,6 +24,11 @@ and the producer warp waits before a down tile's loads until `done[e]` counts ev
 gate-up tile of e (acquire, then a proxy fence before its TMA loads). `done` must hold
 zeros at the launch.
 
+The kernel is launched with programmatic stream serialization: it starts while the
+kernel before it in the stream (the routing, which writes `offs`, `token` and `row_of`
+and zeroes `done`) runs, and each thread waits for that grid's end before it reads any
+of them (`griddepcontrol.wait`, after the barriers' setup and the descriptors' prefetch).
+
 No CTA waits on anything in its gate-up tiles, and every gate-up tile is dealt before
 any down tile of the same CTA, so the waits end as long as every CTA of the grid runs
 at once: the host launches at most as many CTAs as fit on the GPU together, and the
@@ -180,7 +185,8 @@ class MoeExperts:
         self.kernel(tiled_mma, tma_x, tma_b0, mB0, tma_c0, mC0, tma_a1, mA1, tma_b1, mB1, tma_c1, mC1,
                     tma_a1_short, mA1_short, token, row_of, weights, y, out, counts, offs, done, total, a_smem,
                     b_smem, c_smem_up, c_smem_down).launch(
-            grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream)
+            grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(1, 1, 1), min_blocks_per_mp=1, stream=stream,
+            use_pdl=True)  # (starts while the routing kernel before it runs: see the wait in `kernel`)
 
     @gcdsl.kernel
     def kernel(self, tiled_mma: cute.TiledMma,
@@ -217,6 +223,11 @@ class MoeExperts:
         mainloop = self.up.make_mainloop(storage.mainloop_barriers.data_ptr())  # the ring both GEMMs share
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
+        # Launched with programmatic stream serialization, the grid starts while the kernel
+        # before it (the routing, which writes offs, token and row_of and zeroes done) still
+        # runs: everything above reads none of its outputs, and every thread waits here for
+        # that grid to end, its writes visible, before anything below reads them.
+        cute.arch.griddepcontrol_wait()
         table = self.table
         tile_end_up = storage.tile_end_up.get_tensor(cute.make_layout(table))
         tile_end_down = storage.tile_end_down.get_tensor(cute.make_layout(table))
