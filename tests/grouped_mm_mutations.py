@@ -167,7 +167,7 @@ FOCUS: Dict[str, str] = {
     "combine_last_vector_unwritten": "combine_kernel_against",
     "route_rank_counts_the_slot_itself": "route_kernel_agrees",
     "route_leaves_the_counters": "one_kernel and float32",
-    "experts_no_wait_for_the_routing": "one_kernel and (float32 or break or replays)",
+    "experts_no_wait_for_the_routing": "waits_for_the_routing or (one_kernel and (float32 or break or replays))",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_plain_view_one_k_tile_late": "t_contiguous_reduction",
