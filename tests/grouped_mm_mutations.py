@@ -113,15 +113,6 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_combine_first_slot_for_all": ("slot = token * top_k + j\n", "slot = token * top_k\n"),
     "experts_combine_one_count_a_token": ("t * self.n_tiles + n_tile, cutlass.Int32(1)",
                                           "t * self.n_tiles + 0, cutlass.Int32(1)"),
-    # ... each tile's combine run after the next tile's WGMMAs: the last tile's never run,
-    # a tile's combine on the next tile's columns
-    "experts_last_combine_dropped": ("        if cutlass.const_expr(combine is not None):\n            if pending > 0:\n",
-                                     "        if cutlass.const_expr(combine is not None):\n            if pending > 1:\n"),
-    "experts_combine_on_the_next_tiles_columns": (
-        "self.finish_tokens(combine, pending_row, pending_rows, pending_n_tile, warp, FIRST_CONSUMER_WARP,\n"
-        "                                       EPILOGUE_BARRIER)",
-        "self.finish_tokens(combine, pending_row, pending_rows, n_tile, warp, FIRST_CONSUMER_WARP,\n"
-        "                                       EPILOGUE_BARRIER)"),
     # K splits: each range one k-tile longer (the next range's first counted twice)
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
@@ -169,8 +160,6 @@ FOCUS: Dict[str, str] = {
     "experts_combine_one_row_early": "one_kernel and (float32 or break)",
     "experts_combine_first_slot_for_all": "one_kernel and (float32 or break)",
     "experts_combine_one_count_a_token": "one_kernel and (float32 or break)",
-    "experts_last_combine_dropped": "one_kernel and (float32 or break)",
-    "experts_combine_on_the_next_tiles_columns": "one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
     "combine_reads_the_slot_not_its_row": "combine_kernel_against",

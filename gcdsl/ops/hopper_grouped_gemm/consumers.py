@@ -28,10 +28,7 @@ class Consumers:
         (read, release) pipeline states to go on from; `finish`, whether to wait at the end
         for the last stores to have read shared memory; `signal`, counters: each tile's
         storing thread adds one to signal[group] once the tile is written; `combine`, the
-        weighted combine's operands (`Epilogue.finish_tokens`): a tile's combine runs once
-        the next tile's WGMMAs are done (after the last tile, at the end), since it first
-        waits for the tile's stores to be written, a wait that would otherwise hold the
-        tensor cores and the ring's releases. Returns the states."""
+        weighted combine's operands (`Epilogue.finish_tokens`). Returns the states."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
@@ -47,8 +44,6 @@ class Consumers:
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
         tile = cluster_idx
         group = cutlass.Int32(0)
-        # the stored tile whose combine is yet to run: its first row, rows and N-tile
-        pending, pending_row, pending_rows, pending_n_tile = (cutlass.Int32(0),) * 4
         while tile < self.work_items(total_tiles):
             scheduled, _, k_tiles = self.split_of(tile)
             group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
@@ -65,25 +60,13 @@ class Consumers:
                     self.zero_columns_before_group(mainloop, read, sA, sB, k_tiles * tile_k - length,
                                                    consumer_tidx, 256, ZERO_FILL_BARRIER)
             read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
-            if cutlass.const_expr(combine is not None):
-                if pending > 0:
-                    self.finish_tokens(combine, pending_row, pending_rows, pending_n_tile, warp, FIRST_CONSUMER_WARP,
-                                       EPILOGUE_BARRIER)
-                    pending = cutlass.Int32(0)
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
                 self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                 group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP, 0,
-                                signal)
-                if cutlass.const_expr(combine is not None):
-                    pending, pending_row, pending_n_tile = cutlass.Int32(1), start + m_tile * tile_m, n_tile
-                    pending_rows = cutlass.min(rows - m_tile * tile_m, tile_m)
+                                signal, combine)
             tile += num_clusters
-        if cutlass.const_expr(combine is not None):
-            if pending > 0:
-                self.finish_tokens(combine, pending_row, pending_rows, pending_n_tile, warp, FIRST_CONSUMER_WARP,
-                                   EPILOGUE_BARRIER)
 
         if cutlass.const_expr(finish):
             if warp == FIRST_CONSUMER_WARP:

@@ -73,12 +73,15 @@ class Epilogue:
                    accumulators: Tuple[Tuple[Any, ...], ...], group: cutlass.Int32, start: cutlass.Int32,
                    rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32, warp: cutlass.Int32,
                    epilogue_barrier: pipeline.NamedBarrier,
-                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None):
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None,
+                   combine: Optional[Tuple] = None):
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
         store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
         the stores, and `epilogue_barrier` spans the warps that share them. With `signal`,
         the storing thread then waits for the tile's stores to be written and adds one to
-        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it."""
+        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it. With
+        `combine`, the tile then counts its rows' tokens and finishes those it completes
+        (`finish_tokens`)."""
         tile_m = self.tile_m
         sub_size = cute.size(sub_acc)
         sub_tiles = self.out_tile_n // self.epi_tile[1]
@@ -123,6 +126,10 @@ class Epilogue:
                     cute.arch.cp_async_bulk_wait_group(0, read=False)  # the tile's rows written
                     cute.arch.fence_proxy("async.global")  # TMA's writes before the count
                     cute.arch.atomic_add(signal.iterator + group, cutlass.Int32(1), sem="release", scope="gpu")
+        if cutlass.const_expr(combine is not None):
+            first_row = start + m_tile * tile_m
+            self.finish_tokens(combine, first_row, cutlass.min(rows - m_tile * tile_m, tile_m), n_tile, warp,
+                               store_warp, epilogue_barrier)
 
     @cute.jit
     def finish_tokens(self, combine: Tuple, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32,
