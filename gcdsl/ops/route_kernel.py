@@ -77,6 +77,8 @@ class RouteSlots:
                zeros: cute.Tensor, slots: cutlass.Int32, top_k: cutlass.Int32, zero_count: cutlass.Int32):
         # The expert kernel after this one may start now (its CTAs set up, then wait for
         # this grid to end before they read what it writes): it saves that kernel's launch.
+        # This kernel itself is launched plainly, so the kernels before it (those that
+        # wrote x) have ended when it starts, and so when the expert kernel's wait ends.
         cute.arch.griddepcontrol_launch_dependents()
         tidx, _, _ = cute.arch.thread_idx()
         experts = self.experts
