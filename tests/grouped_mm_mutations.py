@@ -135,6 +135,19 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])",
                                            "cutlass.Float32(weights[token * top_k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
+    # the down tiles' hand-off to the store warps: buffers refilled before the stores read
+    # them, written without the proxy fence, freed before the stores' reads, stored before
+    # the consumers wrote them
+    "experts_hand_off_into_busy_buffers": ("            if cutlass.const_expr(buffer == 0):\n"
+                                           "                HANDOFF_FREE_BARRIER.arrive_and_wait()\n",
+                                           "            if cutlass.const_expr(buffer == 0):\n                pass\n"),
+    "experts_hand_off_without_proxy_fence": (
+        "                cute.arch.fence_proxy(\"async.shared\", space=\"cta\")  # the writes, visible to TMA\n", ""),
+    "experts_buffers_freed_before_the_stores_read": (
+        "            cute.arch.cp_async_bulk_commit_group()\n        cute.arch.cp_async_bulk_wait_group(0, read=True)\n",
+        "            cute.arch.cp_async_bulk_commit_group()\n"),
+    "experts_stores_before_the_hand_off": ("                    HANDOFF_FULL_BARRIER.arrive_and_wait()\n",
+                                           "                    HANDOFF_FULL_BARRIER.arrive()\n"),
     # the expert kernel, started while the routing kernel runs, reading before it has ended
     "experts_no_wait_for_the_routing": ("        cute.arch.griddepcontrol_wait()\n", ""),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
@@ -167,6 +180,10 @@ FOCUS: Dict[str, str] = {
     "combine_last_vector_unwritten": "combine_kernel_against",
     "route_rank_counts_the_slot_itself": "route_kernel_agrees",
     "route_leaves_the_counters": "one_kernel and float32",
+    "experts_hand_off_into_busy_buffers": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
+    "experts_hand_off_without_proxy_fence": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
+    "experts_buffers_freed_before_the_stores_read": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
+    "experts_stores_before_the_hand_off": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
     "experts_no_wait_for_the_routing": "waits_for_the_routing or (one_kernel and (float32 or break or replays))",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_group_start_one_early": "grouped_reduction or offs_is_read",

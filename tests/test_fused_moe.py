@@ -153,6 +153,33 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     assert combine and text.count("atom.global.acq_rel.add") == 1, "a token's count follows its row's stores"
 
 
+@pytest.mark.parametrize("case, batches, stores", [("moe_experts_e128_h2048_i768", 1, 4),
+                                                   ("moe_experts_e8_h4096_i14336_t256_split4", 4, 2)])
+def test_down_tiles_hand_their_sub_tiles_to_the_store_warps_in_order(experts_kernels, case, batches, stores):
+    """A down tile's consumers hand its output sub-tiles to the store warps a batch of
+    buffers at a time (`Epilogue.hand_over_tile`): they wait for the buffers to be free
+    (barrier 8), write them (stmatrix), fence them for TMA and arrive on barrier 7 without
+    waiting. The store warps wait on barrier 7, issue the batch's TMA stores (reduce-adds
+    with K splits), wait for them to have read shared memory, and only then arrive on 8.
+    Each side's barriers match the other's: the store warps arrive on 8 once more than
+    their batches (the buffers start free), and the consumers wait on it once at the end."""
+    text = experts_kernels.ptx(case)
+    full, free = (re.compile(rf"bar\.{op}\s+{bar}, 352;") for op, bar in (("arrive", 7), ("arrive", 8)))
+    assert len(full.findall(text)) == batches and len(free.findall(text)) == batches + 1
+    assert len(re.findall(r"bar\.sync\s+7, 352;", text)) == batches
+    assert len(re.findall(r"bar\.sync\s+8, 352;", text)) == batches + 1
+    no_barrier = r"(?:(?!\bbar\.)[^;])*;"
+    handed = re.findall(rf"bar\.sync\s+8, 352;((?:{no_barrier})*?)\s*fence\.proxy\.async\.shared::cta;"
+                        r"(?:\s*//[^\n]*)*\s*bar\.arrive 7, 352;", text)
+    assert len(handed) == batches, "consumers: free buffers, their writes, a proxy fence, then the hand-off"
+    assert all(h.count("stmatrix") or h.count("st.shared") for h in handed)
+    store = r"cp\.(?:reduce\.)?async\.bulk\.tensor\.3d\.global\.shared::cta"
+    stored = re.findall(rf"bar\.sync\s+7, 352;((?:{no_barrier})*?)\s*cp\.async\.bulk\.wait_group\.read\s+0;"
+                        rf"(?:{no_barrier}){{0,3}}?(?:\s*\$L__BB\d+_\d+:|\s*//[^\n]*)*\s*bar\.arrive 8, 352;", text)
+    assert len(stored) == batches, "store warps: the hand-off, the stores, their reads done, then the buffers freed"
+    assert all(len(re.findall(store, s)) == stores for s in stored)
+
+
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64",
                                   "moe_experts_e8_h4096_i14336_t256_split4", "moe_experts_e128_h2048_i768_trace"])
 def test_megakernel_waits_for_the_routing_grid_before_it_touches_global_memory(experts_kernels, case):

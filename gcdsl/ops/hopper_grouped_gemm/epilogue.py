@@ -12,6 +12,8 @@ from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
 from ..combine_kernel import weigh_and_sum
+from .config import (FIRST_STORE_WARP, HANDOFF_FREE_BARRIER, HANDOFF_FULL_BARRIER, STORE_WARPS,
+                     STORE_WARPS_BARRIER)
 
 
 class Epilogue:
@@ -73,39 +75,17 @@ class Epilogue:
                    accumulators: Tuple[Tuple[Any, ...], ...], group: cutlass.Int32, start: cutlass.Int32,
                    rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32, warp: cutlass.Int32,
                    epilogue_barrier: pipeline.NamedBarrier,
-                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None,
-                   combine: Optional[Tuple] = None):
+                   store_warp: cutlass.Int32, first_buffer: cutlass.Int32, signal: Optional[cute.Tensor] = None):
         """The epilogue of one tile: sub-tiles of tile_m x 32 through shared memory, one TMA
         store each, in the sub-tile buffers from `first_buffer` on; `store_warp` issues
         the stores, and `epilogue_barrier` spans the warps that share them. With `signal`,
         the storing thread then waits for the tile's stores to be written and adds one to
-        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it. With
-        `combine`, the tile then counts its rows' tokens and finishes those it completes
-        (`finish_tokens`)."""
-        tile_m = self.tile_m
-        sub_size = cute.size(sub_acc)
+        signal[group] (release, GPU scope): `Producer.wait_for_group` reads it."""
         sub_tiles = self.out_tile_n // self.epi_tile[1]
-        if cutlass.const_expr(self.ragged == "m"):
-            # The group's rows through the ragged descriptor: row coordinate
-            # total - rows + r, third coordinate start + rows; rows r >= rows clip.
-            mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
-        else:
-            mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
-        gC = cute.zipped_divide(cute.local_tile(mC_group, (tile_m, self.out_tile_n), (m_tile, n_tile)), self.epi_tile)
-        bSG_sC, bSG_gC = cpasync.tma_partition(
-            tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC
-        )
+        bSG_sC, bSG_gC = self.store_partitions(tma_c, mC, sC, total, group, start, rows, m_tile, n_tile)
         for sub in cutlass.range_constexpr(sub_tiles):
             buffer = first_buffer + sub % self.epi_stages  # sub_tiles is a multiple of epi_stages
-            for v in cutlass.range_constexpr(sub_size):
-                if cutlass.const_expr(self.swiglu):
-                    gate, up = tRS_acc[accumulators[sub][v][0]], tRS_acc[accumulators[sub][v][1]]
-                    # silu(gate) * up = gate * up / (1 + e^-gate): ex2 and rcp, approximate (MUFU)
-                    sub_acc[v] = gate * up * cute.arch.rcp_approx(1.0 + cute.math.exp(-gate, fastmath=True))
-                else:
-                    sub_acc[v] = tRS_acc[accumulators[sub][v]]
-            sub_out.store(sub_acc.load().to(self.c_dtype))
-            cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+            self.sub_tile_to_smem(tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators, sub, buffer)
             # make the generic-proxy smem writes visible to TMA, then to the storing warp
             cute.arch.fence_proxy("async.shared", space="cta")
             epilogue_barrier.arrive_and_wait()
@@ -126,15 +106,97 @@ class Epilogue:
                     cute.arch.cp_async_bulk_wait_group(0, read=False)  # the tile's rows written
                     cute.arch.fence_proxy("async.global")  # TMA's writes before the count
                     cute.arch.atomic_add(signal.iterator + group, cutlass.Int32(1), sem="release", scope="gpu")
-        if cutlass.const_expr(combine is not None):
-            first_row = start + m_tile * tile_m
-            self.finish_tokens(combine, first_row, cutlass.min(rows - m_tile * tile_m, tile_m), n_tile, warp,
-                               store_warp, epilogue_barrier)
+
+    @cute.jit
+    def store_partitions(self, tma_c: cute.CopyAtom, mC: cute.Tensor, sC: cute.Tensor, total: cutlass.Int32,
+                         group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
+                         n_tile: cutlass.Int32) -> Tuple:
+        """A tile's TMA store views: the sub-tile buffers and the tile's sub-tiles of the output."""
+        if cutlass.const_expr(self.ragged == "m"):
+            # The group's rows through the ragged descriptor: row coordinate
+            # total - rows + r, third coordinate start + rows; rows r >= rows clip.
+            mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
+        else:
+            mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
+        gC = cute.zipped_divide(cute.local_tile(mC_group, (self.tile_m, self.out_tile_n), (m_tile, n_tile)),
+                                self.epi_tile)
+        return cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC)
+
+    @cute.jit
+    def sub_tile_to_smem(self, tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor,
+                         sub_out: cute.Tensor, accumulators: Tuple[Tuple[Any, ...], ...], sub: int, buffer) -> None:
+        """A consumer thread's values of output sub-tile `sub` (SwiGLU applied where asked),
+        in the output type, into sub-tile buffer `buffer`."""
+        for v in cutlass.range_constexpr(cute.size(sub_acc)):
+            if cutlass.const_expr(self.swiglu):
+                gate, up = tRS_acc[accumulators[sub][v][0]], tRS_acc[accumulators[sub][v][1]]
+                # silu(gate) * up = gate * up / (1 + e^-gate): ex2 and rcp, approximate (MUFU)
+                sub_acc[v] = gate * up * cute.arch.rcp_approx(1.0 + cute.math.exp(-gate, fastmath=True))
+            else:
+                sub_acc[v] = tRS_acc[accumulators[sub][v]]
+        sub_out.store(sub_acc.load().to(self.c_dtype))
+        cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
+
+    @cute.jit
+    def hand_over_tile(self, tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor,
+                       sub_out: cute.Tensor, accumulators: Tuple[Tuple[Any, ...], ...]) -> None:
+        """The consumers' part of a tile the store warps store (`store_handed_tiles`): its
+        output sub-tiles into the buffers, epi_stages at a time, each batch once the store
+        warps have read the previous one out, then handed to them. The consumers go on to
+        the next tile's WGMMAs without waiting for the stores."""
+        for sub in cutlass.range_constexpr(self.out_tile_n // self.epi_tile[1]):
+            buffer = sub % self.epi_stages
+            if cutlass.const_expr(buffer == 0):
+                HANDOFF_FREE_BARRIER.arrive_and_wait()
+            self.sub_tile_to_smem(tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators, sub, buffer)
+            if cutlass.const_expr(buffer == self.epi_stages - 1):
+                cute.arch.fence_proxy("async.shared", space="cta")  # the writes, visible to TMA
+                HANDOFF_FULL_BARRIER.arrive()
+
+    @cute.jit
+    def store_handed_tiles(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
+                           tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
+                           cta: cutlass.Int32, num_ctas: cutlass.Int32, warp: cutlass.Int32, combine: Tuple):
+        """The store warps (`config.FIRST_STORE_WARP` on): for each of the CTA's tiles, as
+        the consumers deal them, the stores of what the consumers hand over
+        (`hand_over_tile`), then the tile's combine (`finish_tokens`). They arrive on
+        HANDOFF_FREE once first, for the buffers start free, and the consumers wait on it
+        once after their last tile, so that every arrival is waited for."""
+        HANDOFF_FREE_BARRIER.arrive()
+        sub_tiles = self.out_tile_n // self.epi_tile[1]
+        tile = cta
+        group = cutlass.Int32(0)
+        while tile < self.work_items(total_tiles):
+            scheduled, _, _ = self.split_of(tile)
+            group, m_tile, n_tile, rows, start, _ = self.locate(tile_end, row_end, scheduled, group, total)
+            if rows > m_tile * self.tile_m:  # (the consumers' condition for handing it over)
+                bSG_sC, bSG_gC = self.store_partitions(tma_c, mC, sC, total, group, start, rows, m_tile, n_tile)
+                for batch in cutlass.range_constexpr(sub_tiles // self.epi_stages):
+                    HANDOFF_FULL_BARRIER.arrive_and_wait()
+                    if warp == FIRST_STORE_WARP:
+                        if cutlass.const_expr(self.split_k > 1):  # every lane (see `store_tile`)
+                            self.store_batch(tma_c, bSG_sC, bSG_gC, batch)
+                        else:
+                            with cute.arch.elect_one():
+                                self.store_batch(tma_c, bSG_sC, bSG_gC, batch)
+                    HANDOFF_FREE_BARRIER.arrive()
+                rows_in_tile = cutlass.min(rows - m_tile * self.tile_m, self.tile_m)
+                self.finish_tokens(combine, start + m_tile * self.tile_m, rows_in_tile, n_tile, warp,
+                                   FIRST_STORE_WARP, STORE_WARPS_BARRIER, 32 * FIRST_STORE_WARP, 32 * STORE_WARPS)
+            tile += num_ctas
+
+    def store_batch(self, tma_c: cute.CopyAtom, bSG_sC: cute.Tensor, bSG_gC: cute.Tensor, batch: int) -> None:
+        """Sub-tiles `batch` x epi_stages on, one TMA store from each buffer; then the wait
+        for the stores to have read the buffers (traced where it is called)."""
+        for buffer in range(self.epi_stages):
+            cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, batch * self.epi_stages + buffer))])
+            cute.arch.cp_async_bulk_commit_group()
+        cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
     def finish_tokens(self, combine: Tuple, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32,
-                      n_tile: cutlass.Int32, warp: cutlass.Int32, store_warp: cutlass.Int32,
-                      epilogue_barrier: pipeline.NamedBarrier):
+                      n_tile: cutlass.Int32, warp: cutlass.Int32, store_warp: int,
+                      barrier: pipeline.NamedBarrier, first_thread: int, threads: int):
         """The weighted combine of an MoE layer in its down tiles' epilogue (`experts.py`):
         out[t, columns of the tile] = sum_j weights[t k + j] * y[row_of[t k + j], columns],
         in fp32, in slot order, by whichever tile brings the last of the token's rows.
@@ -145,9 +207,9 @@ class Epilogue:
         release, GPU scope). The add that reaches k x split_k (each of the token's k rows
         comes from one tile, `split_k` work items each) follows every other row's store
         of those columns, so its tile lists t in `finished` (shared memory, the count in
-        its last entry), and after a barrier its 256 consumer threads sum the listed
-        tokens' rows, 16 bytes of columns a thread. Each token and column tile is summed
-        once, in one order: the same result on every run."""
+        its last entry), and after `barrier` the `threads` threads from `first_thread` on
+        sum the listed tokens' rows, 16 bytes of columns a thread. Each token and column
+        tile is summed once, in one order: the same result on every run."""
         token, row_of, weights, y, out, counts, finished, top_k = combine
         tile_m, tile_n = self.tile_m, self.config.tile_n
         arrivals = top_k * self.split_k
@@ -165,14 +227,14 @@ class Epilogue:
                                             sem="acq_rel", scope="gpu")
                 if seen == arrivals - 1:
                     finished[cute.arch.atomic_add(finished.iterator + tile_m, cutlass.Int32(1), scope="cta")] = t
-        epilogue_barrier.arrive_and_wait()
+        barrier.arrive_and_wait()
         vector = 128 // self.c_dtype.width  # y's columns in 16 bytes
         vectors = tile_n // vector  # a token's threads
-        consumer = cute.arch.thread_idx()[0] - 128
-        column = n_tile * vectors + consumer % vectors  # in vectors
-        for i in cutlass.range(consumer // vectors, finished[tile_m], 256 // vectors, unroll=1):
+        thread = cute.arch.thread_idx()[0] - first_thread
+        column = n_tile * vectors + thread % vectors  # in vectors
+        for i in cutlass.range(thread // vectors, finished[tile_m], threads // vectors, unroll=1):
             if column < self.n // vector:
                 weigh_and_sum(y, row_of, weights, out, finished[i], column, top_k, vector)
-        epilogue_barrier.arrive_and_wait()  # the list read before it is emptied
-        if consumer == 0:
+        barrier.arrive_and_wait()  # the list read before it is emptied
+        if thread == 0:
             finished[tile_m] = cutlass.Int32(0)

@@ -16,6 +16,12 @@ grouped GEMM of this package, configured as `grouped_mm_swiglu` and `grouped_mm`
 be, with the same tile shape so that both run through one shared-memory ring and one
 pipeline.
 
+Roles: warp 0 loads (`Producer.produce`), the two consumer warpgroups run each tile's
+WGMMAs (`Consumers.consume`) and store the gate-up tiles, and warps 1 to 3, once the
+schedule is built, store the down tiles and combine their tokens
+(`Epilogue.store_handed_tiles`) from the sub-tile buffers the consumers hand them
+(`Epilogue.hand_over_tile`), while the consumers go on to the next tile.
+
 Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (CTA c:
 tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
 reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
@@ -62,8 +68,8 @@ from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 import gcdsl
 
 from . import HopperGroupedGemm
-from .config import (CONSUMER_REGS, HEADER_ALIGN, MAX_STAGES, PHASES, PRODUCER_REGS, SCHEDULE_WARP, STAMP_SLOTS,
-                     THREADS, TILE_M, GemmConfig, groups_per_lane)
+from .config import (CONSUMER_REGS, FIRST_STORE_WARP, HEADER_ALIGN, MAX_STAGES, PHASES, PRODUCER_REGS, SCHEDULE_WARP,
+                     STAMP_SLOTS, THREADS, TILE_M, GemmConfig, groups_per_lane)
 
 
 def stamps_offset(counters):
@@ -270,6 +276,11 @@ class MoeExperts:
                                   total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),
                                   stagger_k=self.stagger_k, stamp=stamps, a_short=(tma_a1_short, mA1_short))
                 self.stamp(stamps, "down loads issued", tidx == 0)
+            elif warp >= FIRST_STORE_WARP:  # the down tiles' stores and combine
+                self.down.store_handed_tiles(tma_c1, mC1, total, sC_down, tile_end_down, row_end, tiles_down, bidx,
+                                             num_ctas, warp, (token, row_of, weights, y, out, counts, finished,
+                                                              self.top_k))
+                self.stamp(stamps, "down tiles done", tidx == 32 * FIRST_STORE_WARP)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             # No wait at the end of the gate-up tiles (finish=False) before the down tiles'
@@ -281,8 +292,7 @@ class MoeExperts:
             self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
                               tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
-                              combine=(token, row_of, weights, y, out, counts, finished, self.top_k))
-            self.stamp(stamps, "down tiles done", tidx == 128)
+                              hand_over=True)
 
     @cute.jit
     def stamp(self, stamps, phase: str, here: cutlass.Boolean):
