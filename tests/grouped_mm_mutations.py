@@ -135,19 +135,16 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "combine_first_slots_weight_for_all": ("cutlass.Float32(weights[slot])",
                                            "cutlass.Float32(weights[token * top_k])"),
     "combine_last_vector_unwritten": ("if column < self.hidden // vector:", "if column < self.hidden // vector - 1:"),
-    # the down tiles' hand-off to the store warps: buffers refilled before the stores read
-    # them, written without the proxy fence, freed before the stores' reads, stored before
-    # the consumers wrote them
-    "experts_hand_off_into_busy_buffers": ("            if cutlass.const_expr(buffer == 0):\n"
-                                           "                HANDOFF_FREE_BARRIER.arrive_and_wait()\n",
-                                           "            if cutlass.const_expr(buffer == 0):\n                pass\n"),
+    # the down tiles' hand-off to the store warps: a buffer refilled before its store has
+    # read it, written without the proxy fence, given back before the store's read, stored
+    # before the consumers wrote it
+    "experts_hand_off_into_busy_buffers": ("            hand_off.producer_acquire(handed)\n", ""),
     "experts_hand_off_without_proxy_fence": (
-        "                cute.arch.fence_proxy(\"async.shared\", space=\"cta\")  # the writes, visible to TMA\n", ""),
+        "            cute.arch.fence_proxy(\"async.shared\", space=\"cta\")  # the writes, visible to TMA\n", ""),
     "experts_buffers_freed_before_the_stores_read": (
-        "            cute.arch.cp_async_bulk_commit_group()\n        cute.arch.cp_async_bulk_wait_group(0, read=True)\n",
-        "            cute.arch.cp_async_bulk_commit_group()\n"),
-    "experts_stores_before_the_hand_off": ("                    HANDOFF_FULL_BARRIER.arrive_and_wait()\n",
-                                           "                    HANDOFF_FULL_BARRIER.arrive()\n"),
+        "        cute.arch.cp_async_bulk_commit_group()\n        cute.arch.cp_async_bulk_wait_group(0, read=True)\n",
+        "        cute.arch.cp_async_bulk_commit_group()\n"),
+    "experts_stores_before_the_hand_off": ("                        hand_off.consumer_wait(taken)\n", ""),
     # the expert kernel, started while the routing kernel runs, reading before it has ended
     "experts_no_wait_for_the_routing": ("        cute.arch.griddepcontrol_wait()\n", ""),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots

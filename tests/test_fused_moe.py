@@ -153,31 +153,29 @@ def test_megakernel_is_one_kernel_with_seven_descriptors_and_ordered_hand_offs(e
     assert combine and text.count("atom.global.acq_rel.add") == 1, "a token's count follows its row's stores"
 
 
-@pytest.mark.parametrize("case, batches, stores", [("moe_experts_e128_h2048_i768", 1, 4),
-                                                   ("moe_experts_e8_h4096_i14336_t256_split4", 4, 2)])
-def test_down_tiles_hand_their_sub_tiles_to_the_store_warps_in_order(experts_kernels, case, batches, stores):
-    """A down tile's consumers hand its output sub-tiles to the store warps a batch of
-    buffers at a time (`Epilogue.hand_over_tile`): they wait for the buffers to be free
-    (barrier 8), write them (stmatrix), fence them for TMA and arrive on barrier 7 without
-    waiting. The store warps wait on barrier 7, issue the batch's TMA stores (reduce-adds
-    with K splits), wait for them to have read shared memory, and only then arrive on 8.
-    Each side's barriers match the other's: the store warps arrive on 8 once more than
-    their batches (the buffers start free), and the consumers wait on it once at the end."""
+@pytest.mark.parametrize("case, sub_tiles", [("moe_experts_e128_h2048_i768", 4),
+                                             ("moe_experts_e8_h4096_i14336_t256_split4", 8)])
+def test_down_tiles_hand_their_sub_tiles_to_the_store_warps_in_order(experts_kernels, case, sub_tiles):
+    """A down tile's consumers hand each output sub-tile to the store warp through a ring of
+    buffers (`Epilogue.hand_over_tile`): they wait for the buffer to be empty (an mbarrier),
+    write it, fence it for TMA and arrive on its full mbarrier without waiting. The store
+    warp waits on that, issues the sub-tile's TMA store (a reduce-add with K splits), waits
+    for it to have read shared memory, and only then, the warp's lanes together, arrives
+    on the buffer's empty mbarrier. Nothing else synchronises the two: no named barrier
+    spans them."""
     text = experts_kernels.ptx(case)
-    full, free = (re.compile(rf"bar\.{op}\s+{bar}, 352;") for op, bar in (("arrive", 7), ("arrive", 8)))
-    assert len(full.findall(text)) == batches and len(free.findall(text)) == batches + 1
-    assert len(re.findall(r"bar\.sync\s+7, 352;", text)) == batches
-    assert len(re.findall(r"bar\.sync\s+8, 352;", text)) == batches + 1
-    no_barrier = r"(?:(?!\bbar\.)[^;])*;"
-    handed = re.findall(rf"bar\.sync\s+8, 352;((?:{no_barrier})*?)\s*fence\.proxy\.async\.shared::cta;"
-                        r"(?:\s*//[^\n]*)*\s*bar\.arrive 7, 352;", text)
-    assert len(handed) == batches, "consumers: free buffers, their writes, a proxy fence, then the hand-off"
-    assert all(h.count("stmatrix") or h.count("st.shared") for h in handed)
+    step = r"(?:(?!\bbar\.|mbarrier\.)[^;])*;"  # one instruction, no barrier
+    handed = re.findall(rf"mbarrier\.try_wait\.parity[^;]*;((?:{step})*?)\s*fence\.proxy\.async\.shared::cta;"
+                        rf"(?:{step}){{0,2}}?\s*mbarrier\.arrive\.shared\.b64", text)
+    handed = [h for h in handed if re.search(r"\bstmatrix|\bst\.shared", h)]
+    assert len(handed) == sub_tiles, "consumers: an empty buffer, their writes, a proxy fence, then the hand-off"
     store = r"cp\.(?:reduce\.)?async\.bulk\.tensor\.3d\.global\.shared::cta"
-    stored = re.findall(rf"bar\.sync\s+7, 352;((?:{no_barrier})*?)\s*cp\.async\.bulk\.wait_group\.read\s+0;"
-                        rf"(?:{no_barrier}){{0,3}}?(?:\s*\$L__BB\d+_\d+:|\s*//[^\n]*)*\s*bar\.arrive 8, 352;", text)
-    assert len(stored) == batches, "store warps: the hand-off, the stores, their reads done, then the buffers freed"
-    assert all(len(re.findall(store, s)) == stores for s in stored)
+    stored = re.findall(rf"mbarrier\.try_wait\.parity[^;]*;((?:{step})*?)\s*cp\.async\.bulk\.wait_group\.read\s+0;"
+                        rf"(?:{step}){{0,3}}?(?:\s*\$L__BB\d+_\d+:)?\s*bar\.warp\.sync\s+-1;(?:{step}){{0,3}}?\s*mbarrier\.arrive\.shared",
+                        text)
+    assert len(stored) == sub_tiles and all(len(re.findall(store, s)) == 1 for s in stored), \
+        "store warp: a full buffer, its store, the store's read done, then the buffer given back"
+    assert not re.search(r"bar\.(?:sync|arrive)\s+\d+, 352;", text)
 
 
 @pytest.mark.parametrize("case", ["moe_experts_e128_h2048_i768", "moe_experts_e8_h200_i64",
@@ -266,7 +264,8 @@ def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_ke
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.global\.shared::cta", text)) == 4
     # The reduce-add copy elects its lane itself: a second elect around it (as around a
     # plain store) would have one lane wait for the whole warp, and the kernel hang.
-    for barrier_to_store in re.findall(r"bar\.sync[^;]*;(?:(?!bar\.sync).)*?cp\.reduce\.async", text, re.S):
+    wait = r"(?:bar\.sync|mbarrier\.try_wait)"  # (the store warp waits for its buffer on an mbarrier)
+    for barrier_to_store in re.findall(rf"{wait}[^;]*;(?:(?!{wait}).)*?cp\.reduce\.async", text, re.S):
         assert barrier_to_store.count("elect.sync") == 1, "one elect.sync between the barrier and a reduce-add store"
     plain = experts_kernels.ptx("moe_experts_e128_h2048_i768")
     assert text.count("div.s32") + text.count("rem.s32") == plain.count("div.s32") + plain.count("rem.s32")

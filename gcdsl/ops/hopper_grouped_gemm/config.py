@@ -43,13 +43,11 @@ ZERO_FILL_BARRIER = 5
 # The expert layer's down tiles (`experts.py`) hand their output sub-tiles to store warps,
 # warps 1 to 3 (the producer warpgroup's idle ones, once the schedule is built), which
 # issue the TMA stores, count the tiles' tokens and sum the tokens they complete, while
-# the consumers go on with the next tile's WGMMAs. The consumers fill the sub-tile buffers
-# and arrive on HANDOFF_FULL; the store warps, once their stores have read the buffers,
-# arrive on HANDOFF_FREE (`Epilogue.hand_over_tile`, `Epilogue.store_handed_tiles`).
+# the consumers go on with the next tile's WGMMAs. The sub-tile buffers are a ring of
+# their own between the two (`Epilogue.make_hand_off`); the store warps' combine has a
+# barrier of theirs.
 FIRST_STORE_WARP, STORE_WARPS = 1, 3
-HANDOFF_FULL_BARRIER = pipeline.NamedBarrier(barrier_id=7, num_threads=256 + 32 * STORE_WARPS)
-HANDOFF_FREE_BARRIER = pipeline.NamedBarrier(barrier_id=8, num_threads=256 + 32 * STORE_WARPS)
-STORE_WARPS_BARRIER = pipeline.NamedBarrier(barrier_id=9, num_threads=32 * STORE_WARPS)
+STORE_WARPS_BARRIER = pipeline.NamedBarrier(barrier_id=7, num_threads=32 * STORE_WARPS)
 MAX_STAGES = 8
 # A partial M-tile (a group's last, of fewer than TILE_M rows) loads its A rows in boxes of
 # this many rows, as many as cover them, not in one box of the whole tile: at decode a

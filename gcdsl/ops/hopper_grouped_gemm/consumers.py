@@ -8,7 +8,7 @@ import cutlass.cute as cute
 import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import warpgroup
 
-from .config import FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, HANDOFF_FREE_BARRIER, ZERO_FILL_BARRIER
+from .config import FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, ZERO_FILL_BARRIER
 
 
 class Consumers:
@@ -21,15 +21,15 @@ class Consumers:
                 row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
                 warpgroup_idx: cutlass.Int32, states=None, finish: bool = True,
-                signal: Optional[cute.Tensor] = None, hand_over: bool = False):
+                signal: Optional[cute.Tensor] = None, hand_off=None):
         """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `states`, the
         (read, release) pipeline states to go on from; `finish`, whether to wait at the end
         for the last stores to have read shared memory; `signal`, counters: each tile's
-        storing thread adds one to signal[group] once the tile is written; `hand_over`,
-        whether the store warps store the tiles (`Epilogue.hand_over_tile`). Returns the
-        states."""
+        storing thread adds one to signal[group] once the tile is written; `hand_off`,
+        the ring through which the store warps take the tiles' output and store it
+        (`Epilogue.make_hand_off`). Returns the states."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
@@ -43,10 +43,11 @@ class Consumers:
         else:
             read, release = states
         tiled_mma.set(warpgroup.Field.ACCUMULATE, True)
-        if cutlass.const_expr(hand_over):
+        if cutlass.const_expr(hand_off is not None):
             # The GEMM before (`states`) left stores reading the sub-tile buffers: its
             # storing thread has waited for them, and the other consumers wait for it.
             EPILOGUE_BARRIER.arrive_and_wait()
+            handed = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.epi_stages)
         tile = cluster_idx
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -68,15 +69,14 @@ class Consumers:
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
-                if cutlass.const_expr(hand_over):
-                    self.hand_over_tile(tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators)
+                if cutlass.const_expr(hand_off is not None):
+                    handed = self.hand_over_tile(hand_off, handed, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out,
+                                                 accumulators)
                 else:
                     self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                     group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP,
                                     0, signal)
             tile += num_clusters
-        if cutlass.const_expr(hand_over):
-            HANDOFF_FREE_BARRIER.arrive_and_wait()  # the store warps' last arrival (`store_handed_tiles`)
 
         if cutlass.const_expr(finish):
             if warp == FIRST_CONSUMER_WARP:

@@ -12,8 +12,7 @@ from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
 from ..combine_kernel import weigh_and_sum
-from .config import (FIRST_STORE_WARP, HANDOFF_FREE_BARRIER, HANDOFF_FULL_BARRIER, STORE_WARPS,
-                     STORE_WARPS_BARRIER)
+from .config import FIRST_STORE_WARP, STORE_WARPS, STORE_WARPS_BARRIER
 
 
 class Epilogue:
@@ -137,33 +136,45 @@ class Epilogue:
         sub_out.store(sub_acc.load().to(self.c_dtype))
         cute.copy(tiled_r2s, sub_out, tRS_sC[(None, None, None, buffer)])
 
-    @cute.jit
-    def hand_over_tile(self, tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor,
-                       sub_out: cute.Tensor, accumulators: Tuple[Tuple[Any, ...], ...]) -> None:
-        """The consumers' part of a tile the store warps store (`store_handed_tiles`): its
-        output sub-tiles into the buffers, epi_stages at a time, each batch once the store
-        warps have read the previous one out, then handed to them. The consumers go on to
-        the next tile's WGMMAs without waiting for the stores."""
-        for sub in cutlass.range_constexpr(self.out_tile_n // self.epi_tile[1]):
-            buffer = sub % self.epi_stages
-            if cutlass.const_expr(buffer == 0):
-                HANDOFF_FREE_BARRIER.arrive_and_wait()
-            self.sub_tile_to_smem(tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators, sub, buffer)
-            if cutlass.const_expr(buffer == self.epi_stages - 1):
-                cute.arch.fence_proxy("async.shared", space="cta")  # the writes, visible to TMA
-                HANDOFF_FULL_BARRIER.arrive()
+    def make_hand_off(self, barriers: cute.Pointer):
+        """The ring of sub-tile buffers between the consumers and the store warps, on the
+        2 x epi_stages mbarriers at `barriers` (traced in the kernel): a buffer is full
+        once each of the 256 consumer threads has written its part and fenced it for
+        TMA, and empty again once the store warp's 32 lanes arrive, after its store has
+        read it. It starts empty."""
+        return pipeline.PipelineAsync.create(
+            barrier_storage=barriers, num_stages=self.epi_stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 256),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 32), defer_sync=True)
 
     @cute.jit
-    def store_handed_tiles(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
-                           tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
+    def hand_over_tile(self, hand_off, handed, tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor,
+                       sub_acc: cute.Tensor, sub_out: cute.Tensor, accumulators: Tuple[Tuple[Any, ...], ...]):
+        """The consumers' part of a tile the store warps store (`store_handed_tiles`): each
+        output sub-tile into the next buffer of the ring once it is empty, then handed
+        over. The consumers go on to the next tile's WGMMAs without waiting for the
+        stores. `handed`: the ring's producer state (a tile's sub-tiles fill whole turns
+        of it, so sub-tile s goes to buffer s mod epi_stages). Returns it, advanced."""
+        for sub in cutlass.range_constexpr(self.out_tile_n // self.epi_tile[1]):
+            hand_off.producer_acquire(handed)
+            self.sub_tile_to_smem(tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators, sub,
+                                  sub % self.epi_stages)
+            cute.arch.fence_proxy("async.shared", space="cta")  # the writes, visible to TMA
+            hand_off.producer_commit(handed)
+            handed.advance()
+        return handed
+
+    @cute.jit
+    def store_handed_tiles(self, hand_off, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32,
+                           sC: cute.Tensor, tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
                            cta: cutlass.Int32, num_ctas: cutlass.Int32, warp: cutlass.Int32, combine: Tuple):
         """The store warps (`config.FIRST_STORE_WARP` on): for each of the CTA's tiles, as
-        the consumers deal them, the stores of what the consumers hand over
-        (`hand_over_tile`), then the tile's combine (`finish_tokens`). They arrive on
-        HANDOFF_FREE once first, for the buffers start free, and the consumers wait on it
-        once after their last tile, so that every arrival is waited for."""
-        HANDOFF_FREE_BARRIER.arrive()
+        the consumers deal them, the first store warp takes each sub-tile the consumers
+        hand over (`hand_over_tile`) from the ring, stores it and gives the buffer back
+        once the store has read it; then all of them run the tile's combine
+        (`finish_tokens`)."""
         sub_tiles = self.out_tile_n // self.epi_tile[1]
+        taken = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.epi_stages)
         tile = cta
         group = cutlass.Int32(0)
         while tile < self.work_items(total_tiles):
@@ -171,26 +182,27 @@ class Epilogue:
             group, m_tile, n_tile, rows, start, _ = self.locate(tile_end, row_end, scheduled, group, total)
             if rows > m_tile * self.tile_m:  # (the consumers' condition for handing it over)
                 bSG_sC, bSG_gC = self.store_partitions(tma_c, mC, sC, total, group, start, rows, m_tile, n_tile)
-                for batch in cutlass.range_constexpr(sub_tiles // self.epi_stages):
-                    HANDOFF_FULL_BARRIER.arrive_and_wait()
-                    if warp == FIRST_STORE_WARP:
+                if warp == FIRST_STORE_WARP:
+                    for sub in cutlass.range_constexpr(sub_tiles):
+                        hand_off.consumer_wait(taken)
                         if cutlass.const_expr(self.split_k > 1):  # every lane (see `store_tile`)
-                            self.store_batch(tma_c, bSG_sC, bSG_gC, batch)
+                            self.store_handed(tma_c, bSG_sC, bSG_gC, sub)
                         else:
                             with cute.arch.elect_one():
-                                self.store_batch(tma_c, bSG_sC, bSG_gC, batch)
-                    HANDOFF_FREE_BARRIER.arrive()
+                                self.store_handed(tma_c, bSG_sC, bSG_gC, sub)
+                        cute.arch.sync_warp()
+                        hand_off.consumer_release(taken)
+                        taken.advance()
                 rows_in_tile = cutlass.min(rows - m_tile * self.tile_m, self.tile_m)
                 self.finish_tokens(combine, start + m_tile * self.tile_m, rows_in_tile, n_tile, warp,
                                    FIRST_STORE_WARP, STORE_WARPS_BARRIER, 32 * FIRST_STORE_WARP, 32 * STORE_WARPS)
             tile += num_ctas
 
-    def store_batch(self, tma_c: cute.CopyAtom, bSG_sC: cute.Tensor, bSG_gC: cute.Tensor, batch: int) -> None:
-        """Sub-tiles `batch` x epi_stages on, one TMA store from each buffer; then the wait
-        for the stores to have read the buffers (traced where it is called)."""
-        for buffer in range(self.epi_stages):
-            cute.copy(tma_c, bSG_sC[(None, buffer)], bSG_gC[(None, (0, batch * self.epi_stages + buffer))])
-            cute.arch.cp_async_bulk_commit_group()
+    def store_handed(self, tma_c: cute.CopyAtom, bSG_sC: cute.Tensor, bSG_gC: cute.Tensor, sub: int) -> None:
+        """Sub-tile `sub`'s TMA store from its buffer, then the wait for it to have read the
+        buffer (traced where it is called)."""
+        cute.copy(tma_c, bSG_sC[(None, sub % self.epi_stages)], bSG_gC[(None, (0, sub))])
+        cute.arch.cp_async_bulk_commit_group()
         cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit

@@ -105,8 +105,10 @@ class MoeExperts:
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
         self.trace = trace
         self.table = 32 * groups_per_lane(experts)
-        # mbarriers, two tile tables (one per GEMM), the shared row table and the tokens a down tile finishes
-        self.header_bytes = -(-(MAX_STAGES * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN) * HEADER_ALIGN
+        # the ring's and the hand-off's mbarriers (at most 4 sub-tile buffers), two tile tables (one
+        # per GEMM), the shared row table and the tokens a down tile finishes
+        self.header_bytes = -(-((MAX_STAGES + 4) * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN
+                              ) * HEADER_ALIGN
         sizes = HopperGroupedGemm(up), HopperGroupedGemm(down)
         self.epi_bytes = max(g.epi_bytes for g in sizes)  # one sub-tile area, each GEMM its own buffers in it
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
@@ -179,6 +181,7 @@ class MoeExperts:
         @cute.struct
         class SharedStorage:
             mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+            hand_off_barriers: cute.struct.MemRange[cutlass.Int64, self.down.epi_stages * 2]
             tile_end_up: cute.struct.MemRange[cutlass.Int32, table]
             tile_end_down: cute.struct.MemRange[cutlass.Int32, table]
             row_end: cute.struct.MemRange[cutlass.Int32, table + 1]
@@ -227,6 +230,7 @@ class MoeExperts:
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         mainloop = self.up.make_mainloop(storage.mainloop_barriers.data_ptr())  # the ring both GEMMs share
+        hand_off = self.down.make_hand_off(storage.hand_off_barriers.data_ptr())  # the down tiles' sub-tiles
         pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
 
         # Launched with programmatic stream serialization, the grid starts while the kernel
@@ -277,9 +281,9 @@ class MoeExperts:
                                   stagger_k=self.stagger_k, stamp=stamps, a_short=(tma_a1_short, mA1_short))
                 self.stamp(stamps, "down loads issued", tidx == 0)
             elif warp >= FIRST_STORE_WARP:  # the down tiles' stores and combine
-                self.down.store_handed_tiles(tma_c1, mC1, total, sC_down, tile_end_down, row_end, tiles_down, bidx,
-                                             num_ctas, warp, (token, row_of, weights, y, out, counts, finished,
-                                                              self.top_k))
+                self.down.store_handed_tiles(hand_off, tma_c1, mC1, total, sC_down, tile_end_down, row_end,
+                                             tiles_down, bidx, num_ctas, warp,
+                                             (token, row_of, weights, y, out, counts, finished, self.top_k))
                 self.stamp(stamps, "down tiles done", tidx == 32 * FIRST_STORE_WARP)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
@@ -292,7 +296,7 @@ class MoeExperts:
             self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
                               tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
-                              hand_over=True)
+                              hand_off=hand_off)
 
     @cute.jit
     def stamp(self, stamps, phase: str, here: cutlass.Boolean):
