@@ -1,5 +1,7 @@
 """The epilogue: accumulators to the output type (SwiGLU applied where asked), through
-shared-memory sub-tiles, one TMA store each."""
+shared-memory sub-tiles, one TMA store each; stored by the consumers themselves
+(`store_tile`), or handed to store warps that store them and run the expert layer's
+combine (`hand_over_tile`, `store_handed_tiles`)."""
 from __future__ import annotations
 
 from typing import Any, Optional, Tuple

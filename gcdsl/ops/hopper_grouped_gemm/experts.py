@@ -287,9 +287,9 @@ class MoeExperts:
                 self.stamp(stamps, "down tiles done", tidx == 32 * FIRST_STORE_WARP)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
-            # No wait at the end of the gate-up tiles (finish=False) before the down tiles'
-            # epilogues reuse the sub-tile buffers: each gate-up tile's signal has already
-            # waited for all of its stores to be written.
+            # No wait at the end of the gate-up tiles (finish=False) before the down tiles
+            # reuse the sub-tile buffers: each gate-up tile's signal has already waited for
+            # all of its stores to be written, and the down GEMM's consumers wait for it.
             states = self.up.consume(mainloop, tiled_mma, tma_c0, mC0, total, sA, sB, sC_up, tile_end_up, row_end,
                                      tiles_up, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, finish=False,
                                      signal=done)
