@@ -141,9 +141,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_hand_off_into_busy_buffers": ("            hand_off.producer_acquire(handed)\n", ""),
     "experts_hand_off_without_proxy_fence": (
         "            cute.arch.fence_proxy(\"async.shared\", space=\"cta\")  # the writes, visible to TMA\n", ""),
-    "experts_buffers_freed_before_the_stores_read": (
-        "        cute.arch.cp_async_bulk_commit_group()\n        cute.arch.cp_async_bulk_wait_group(0, read=True)\n",
-        "        cute.arch.cp_async_bulk_commit_group()\n"),
+    "experts_buffers_freed_before_the_stores_read": ("        in_flight = 0  # each store's read waited for",
+                                                     "        in_flight = 1  # each store's read waited for"),
     "experts_stores_before_the_hand_off": ("                        hand_off.consumer_wait(taken)\n", ""),
     # the expert kernel, started while the routing kernel runs, reading before it has ended
     "experts_no_wait_for_the_routing": ("        cute.arch.griddepcontrol_wait()\n", ""),

@@ -63,12 +63,14 @@ class Epilogue:
         return tuple(tuple(feeding(sub[v][0], sub[v][1] + self.epi_tile[1] * s) for v in range(cute.size(sub)))
                      for s in range(self.out_tile_n // self.epi_tile[1]))
 
-    def store_sub_tile(self, tma_c: cute.CopyAtom, src: cute.Tensor, dst: cute.Tensor) -> None:
-        """One sub-tile's TMA store, committed; then the wait for the store issued
-        epi_stages sub-tiles ago to have read its buffer (traced where it is called)."""
+    def store_sub_tile(self, tma_c: cute.CopyAtom, src: cute.Tensor, dst: cute.Tensor,
+                       in_flight: Optional[int] = None) -> None:
+        """One sub-tile's TMA store, committed; then the wait until at most `in_flight`
+        stores (by default epi_stages - 1: the store issued epi_stages sub-tiles ago has
+        read its buffer) are still reading shared memory (traced where it is called)."""
         cute.copy(tma_c, src, dst)
         cute.arch.cp_async_bulk_commit_group()
-        cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1, read=True)
+        cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1 if in_flight is None else in_flight, read=True)
 
     @cute.jit
     def store_tile(self, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32, sC: cute.Tensor,
@@ -176,6 +178,7 @@ class Epilogue:
         once the store has read it; then all of them run the tile's combine
         (`finish_tokens`)."""
         sub_tiles = self.out_tile_n // self.epi_tile[1]
+        in_flight = 0  # each store's read waited for before its buffer goes back
         taken = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.epi_stages)
         tile = cta
         group = cutlass.Int32(0)
@@ -187,47 +190,40 @@ class Epilogue:
                 if warp == FIRST_STORE_WARP:
                     for sub in cutlass.range_constexpr(sub_tiles):
                         hand_off.consumer_wait(taken)
+                        src, dst = bSG_sC[(None, sub % self.epi_stages)], bSG_gC[(None, (0, sub))]
                         if cutlass.const_expr(self.split_k > 1):  # every lane (see `store_tile`)
-                            self.store_handed(tma_c, bSG_sC, bSG_gC, sub)
+                            self.store_sub_tile(tma_c, src, dst, in_flight)
                         else:
                             with cute.arch.elect_one():
-                                self.store_handed(tma_c, bSG_sC, bSG_gC, sub)
+                                self.store_sub_tile(tma_c, src, dst, in_flight)
                         cute.arch.sync_warp()
                         hand_off.consumer_release(taken)
                         taken.advance()
                 rows_in_tile = cutlass.min(rows - m_tile * self.tile_m, self.tile_m)
-                self.finish_tokens(combine, start + m_tile * self.tile_m, rows_in_tile, n_tile, warp,
-                                   FIRST_STORE_WARP, STORE_WARPS_BARRIER, 32 * FIRST_STORE_WARP, 32 * STORE_WARPS)
+                self.finish_tokens(combine, start + m_tile * self.tile_m, rows_in_tile, n_tile, warp)
             tile += num_ctas
-
-    def store_handed(self, tma_c: cute.CopyAtom, bSG_sC: cute.Tensor, bSG_gC: cute.Tensor, sub: int) -> None:
-        """Sub-tile `sub`'s TMA store from its buffer, then the wait for it to have read the
-        buffer (traced where it is called)."""
-        cute.copy(tma_c, bSG_sC[(None, sub % self.epi_stages)], bSG_gC[(None, (0, sub))])
-        cute.arch.cp_async_bulk_commit_group()
-        cute.arch.cp_async_bulk_wait_group(0, read=True)
 
     @cute.jit
     def finish_tokens(self, combine: Tuple, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32,
-                      n_tile: cutlass.Int32, warp: cutlass.Int32, store_warp: int,
-                      barrier: pipeline.NamedBarrier, first_thread: int, threads: int):
+                      n_tile: cutlass.Int32, warp: cutlass.Int32):
         """The weighted combine of an MoE layer in its down tiles' epilogue (`experts.py`):
         out[t, columns of the tile] = sum_j weights[t k + j] * y[row_of[t k + j], columns],
         in fp32, in slot order, by whichever tile brings the last of the token's rows.
 
-        `combine` = (token, row_of, weights, y, out, counts, finished, k). The storing
-        warp waits for the tile's stores to be written and fences the proxies; then a
-        lane a row adds one to counts[t, n_tile] for the row's token t (acquire and
-        release, GPU scope). The add that reaches k x split_k (each of the token's k rows
-        comes from one tile, `split_k` work items each) follows every other row's store
-        of those columns, so its tile lists t in `finished` (shared memory, the count in
-        its last entry), and after `barrier` the `threads` threads from `first_thread` on
-        sum the listed tokens' rows, 16 bytes of columns a thread. Each token and column
-        tile is summed once, in one order: the same result on every run."""
+        Run by the store warps (`store_handed_tiles`). `combine` = (token, row_of,
+        weights, y, out, counts, finished, k). The first store warp waits for the tile's
+        stores to be written and fences the proxies; then a lane a row adds one to
+        counts[t, n_tile] for the row's token t (acquire and release, GPU scope). The add
+        that reaches k x split_k (each of the token's k rows comes from one tile, `split_k`
+        work items each) follows every other row's store of those columns, so its tile
+        lists t in `finished` (shared memory, the count in its last entry), and after the
+        store warps' barrier their threads sum the listed tokens' rows, 16 bytes of
+        columns a thread. Each token and column tile is summed once, in one order: the
+        same result on every run."""
         token, row_of, weights, y, out, counts, finished, top_k = combine
         tile_m, tile_n = self.tile_m, self.config.tile_n
         arrivals = top_k * self.split_k
-        if warp == store_warp:
+        if warp == FIRST_STORE_WARP:
             if cutlass.const_expr(self.split_k > 1):
                 cute.arch.cp_async_bulk_wait_group(0, read=False)  # every lane, as the reduce-adds were issued
             else:
@@ -241,14 +237,14 @@ class Epilogue:
                                             sem="acq_rel", scope="gpu")
                 if seen == arrivals - 1:
                     finished[cute.arch.atomic_add(finished.iterator + tile_m, cutlass.Int32(1), scope="cta")] = t
-        barrier.arrive_and_wait()
+        STORE_WARPS_BARRIER.arrive_and_wait()
         vector = 128 // self.c_dtype.width  # y's columns in 16 bytes
         vectors = tile_n // vector  # a token's threads
-        thread = cute.arch.thread_idx()[0] - first_thread
+        thread = cute.arch.thread_idx()[0] - 32 * FIRST_STORE_WARP
         column = n_tile * vectors + thread % vectors  # in vectors
-        for i in cutlass.range(thread // vectors, finished[tile_m], threads // vectors, unroll=1):
+        for i in cutlass.range(thread // vectors, finished[tile_m], 32 * STORE_WARPS // vectors, unroll=1):
             if column < self.n // vector:
                 weigh_and_sum(y, row_of, weights, out, finished[i], column, top_k, vector)
-        barrier.arrive_and_wait()  # the list read before it is emptied
+        STORE_WARPS_BARRIER.arrive_and_wait()  # the list read before it is emptied
         if thread == 0:
             finished[tile_m] = cutlass.Int32(0)
