@@ -182,7 +182,8 @@ def megakernel_tile_n(experts: int, hidden: int, inter: int, slots: int, sms: in
     tiles of 256) 1.03x faster at 128, at one token (48) 1.18x; DeepSeek-V3's at one
     token (128) within 1%; from about four waves on (DeepSeek-V3's and Mixtral's at 8
     and 64 tokens, Qwen3's at 64) 256 is even or faster (up to 1.26x), and so at
-    Mixtral's one token (1.09x), where its down tiles run in K splits."""
+    Mixtral's one token (1.09x), where its down tiles run in K splits. 64-wide tiles
+    were slower than this rule's width wherever they were timed (RESULTS.md, W8)."""
     if inter % 128:
         return 128
     gate_up_tiles = min(experts, slots) * (2 * inter // 256)
