@@ -105,10 +105,10 @@ class MoeExperts:
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
         self.trace = trace
         self.table = 32 * groups_per_lane(experts)
-        # the ring's and the hand-off's mbarriers (at most 4 sub-tile buffers), two tile tables (one
-        # per GEMM), the shared row table and the tokens a down tile finishes
-        self.header_bytes = -(-((MAX_STAGES + 4) * 2 * 8 + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN
-                              ) * HEADER_ALIGN
+        # the ring's and the hand-off's mbarriers (one pair a down sub-tile buffer), two tile tables
+        # (one per GEMM), the shared row table and the tokens a down tile finishes
+        barriers = (MAX_STAGES + down.epi_stages) * 2 * 8
+        self.header_bytes = -(-(barriers + 4 * (3 * self.table + 1 + TILE_M + 1)) // HEADER_ALIGN) * HEADER_ALIGN
         sizes = HopperGroupedGemm(up), HopperGroupedGemm(down)
         self.epi_bytes = max(g.epi_bytes for g in sizes)  # one sub-tile area, each GEMM its own buffers in it
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
