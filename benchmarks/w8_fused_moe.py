@@ -69,14 +69,16 @@ from benchmarks.w6_moe_layer import available  # noqa: E402  (quack importable o
 TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
-# `--every-config`: fused_moe's one kernel at each tile width ("one kernel <tile_n>"), with
+# `--every-config`: fused_moe's decode kernel ("decode", up to its slots; "decode early
+# prefetch": its down rows asked of L2 first thing, not at the barrier), its one kernel
+# at the rules' choices ("one kernel default") and at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
 # different one on or not ("one kernel stagger ...", "... unstaggered"), and with torch's
 # routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
-FORCED = (("one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
+FORCED = (("decode", "decode early prefetch", "one kernel default", "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
@@ -103,21 +105,32 @@ def quack_layer(x, w1, w2, weights, ids):
     return torch.zeros(x.shape, dtype=torch.float32, device=x.device).index_add_(0, token, y).to(x.dtype)
 
 
+def decode_takes(shape, tokens: int) -> bool:
+    from gcdsl.ops.fused_moe import decode_applies
+
+    return decode_applies(shape.experts, shape.hidden, shape.intermediate, tokens * shape.top_k)
+
+
 def layer(variant: str) -> Callable:
     if variant in ("torch", "gcdsl"):
         gmm = GROUPED_MMS[variant]
         return lambda x, w1, w2, weights, ids: moe_experts(x, w1, w2, weights, ids, gmm)
     import gcdsl.ops
-    from gcdsl.ops.fused_moe import fused_moe_megakernel, fused_moe_pair
+    from gcdsl.ops.fused_moe import fused_moe_decode, fused_moe_megakernel, fused_moe_pair
 
     if variant == "fused_moe":
         return gcdsl.ops.fused_moe
     if variant == "pair":
         return fused_moe_pair
+    if variant in ("decode", "decode early prefetch"):
+        early = variant == "decode early prefetch"
+        return lambda *args: fused_moe_decode(*args, early_prefetch=early)
     if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]"
-        words, options = variant.split()[2:], {}  # or "torch route"
+        words, options = variant.split()[2:], {}  # or "torch route", or "default"
         while words:
             word = words.pop(0)
+            if word == "default":
+                continue
             if word in ("stagger", "unstaggered"):
                 options["stagger_k"] = word == "stagger"
             elif word == "split":
@@ -251,6 +264,10 @@ def run(args, machine: Dict[str, Any]) -> Report:
                         report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=SKIPPED,
                                    detail="quack-kernels is not installed")
                     continue
+                if v.startswith("decode") and not decode_takes(shape, t):
+                    report.add(shape=shape.name, tokens=t, variant=v, mode="graph", status=SKIPPED,
+                               detail="more slots than the decode kernel takes")
+                    continue
                 try:
                     fn = layer(v)
                     err = p.error(fn(p.pool[0][0], p.w1, p.w2, *p.pool[0][1:]))
@@ -319,18 +336,18 @@ def _print_forced(report: Report, shapes, tokens, forced) -> None:
     faster), per point, and the fastest of each."""
     if not forced:
         return
-    kinds = {"one kernel": "fused_moe", "pair up": "pair", "pair down": "pair"}
+    kinds = {"decode": "fused_moe", "one kernel": "fused_moe", "pair up": "pair", "pair down": "pair"}
     rows = []
     for shape in shapes:
         for t in tokens:
             defaults = {kind: _us(report, shape.name, t, v, "graph") for kind, v in kinds.items()}
             times = {v: _us(report, shape.name, t, v, "graph") for v in forced}
-            kind_of = {v: next(k for k in kinds if v.startswith(k + " ")) for v in forced}
+            kind_of = {v: next(k for k in kinds if v == k or v.startswith(k + " ")) for v in forced}
             ratios = [f"{defaults[kind_of[v]] / u:.2f}x" if defaults[kind_of[v]] and u else "-"
                       for v, u in times.items()]
             best = {kind: min((u, v) for v, u in times.items() if u and kind_of[v] == kind)
                     for kind in kinds if any(u and kind_of[v] == kind for v, u in times.items())}
-            rows.append([shape.name, t, *ratios, *(best[k][1][len(k) + 1:] if k in best else "-" for k in kinds)])
+            rows.append([shape.name, t, *ratios, *((best[k][1][len(k) + 1:] or best[k][1]) if k in best else "-" for k in kinds)])
     print("\nforced configurations: the default graph time of their form over each one's")
     print(table(["shape", "tokens", *forced, *(f"fastest {k}" for k in kinds)], rows))
 

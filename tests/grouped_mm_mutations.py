@@ -6,7 +6,7 @@ combine), and the GPU tests that must catch each.
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-`route_kernel.py` or `combine_kernel.py`, in whichever file holds the text, once) in a copy of the tree (the kernel's
+`route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds the text, once) in a copy of the tree (the kernel's
 source is read from its files, so the copy is what compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
 first failure. A mutation that leaves them green is a hole in the tests: the run
 exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
@@ -25,7 +25,8 @@ from typing import Dict, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the grouped GEMM's package
-LAYER_KERNELS = (os.path.join("gcdsl", "ops", "route_kernel.py"), os.path.join("gcdsl", "ops", "combine_kernel.py"))
+LAYER_KERNELS = (os.path.join("gcdsl", "ops", "route_kernel.py"), os.path.join("gcdsl", "ops", "combine_kernel.py"),
+                 os.path.join("gcdsl", "ops", "decode_kernel.py"))
 
 
 def kernel_files(root: str = ROOT) -> Dict[str, str]:
@@ -150,6 +151,22 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "route_leaves_the_counters": ("cutlass.range(tidx, zero_count, MAX_SLOTS", "cutlass.range(tidx, 0, MAX_SLOTS"),
     "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",
                                           "for before in cutlass.range(tidx + 1, unroll=8):\n                if slot_expert"),
+    # the decode kernel: its own sort of the slots, the experts it finds, the rows it reads
+    # and writes, its barrier and its combine
+    "decode_sort_counts_the_slot_itself": ("                if other_slot < slot:\n                    ahead += 1",
+                                           "                if other_slot <= slot:\n                    ahead += 1"),
+    "decode_active_rank_counts_its_own_expert": ("(starting >> other_slot) & 1 == 1 and other >= 0 and other < expert",
+                                                 "(starting >> other_slot) & 1 == 1 and other >= 0 and other <= expert"),
+    "decode_slot_count_one_short": ("                same += 1\n", "                same += cutlass.Int32(other_slot > 0)\n"),
+    "decode_up_row_of_the_next_column": ("w1[(self.inter + column, (None, vec))]", "w1[(self.inter + column + 1, (None, vec))]"),
+    "decode_experts_weights_one_expert_on": ("cutlass.Int64(expert) * (elements", "cutlass.Int64(expert + 1) * (elements"),
+    "decode_last_row_of_a_batch_unstored": ("if lane == r and done + r < count:", "if lane == r and done + r < count - 1:"),
+    "decode_down_rows_one_block_on": ("first_row = bidx * self.rows\n", "first_row = bidx * self.rows + 1\n"),
+    "decode_barrier_one_cta_short": ("while seen < self.ctas:", "while seen < self.ctas - 1:"),
+    "decode_no_wait_for_the_routing_grid": ("        cute.arch.griddepcontrol_wait()\n        cute.arch.sync_threads()  # this CTA's act",
+                                            "        cute.arch.sync_threads()  # this CTA's act"),
+    "decode_combine_first_slots_weight_for_all": ("total += weights[t * k + j] * y[(row_of[t * k + j], row)]",
+                                                  "total += weights[t * k] * y[(row_of[t * k + j], row)]"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -176,6 +193,12 @@ FOCUS: Dict[str, str] = {
     "combine_last_vector_unwritten": "combine_kernel_against",
     "route_rank_counts_the_slot_itself": "route_kernel_agrees",
     "route_leaves_the_counters": "one_kernel and float32",
+    **{name: "decode_against_float32 and e16_h256_i512 or decode_kernel_replays"
+       for name in ("decode_sort_counts_the_slot_itself", "decode_active_rank_counts_its_own_expert",
+                    "decode_slot_count_one_short", "decode_up_row_of_the_next_column",
+                    "decode_experts_weights_one_expert_on", "decode_last_row_of_a_batch_unstored",
+                    "decode_down_rows_one_block_on", "decode_barrier_one_cta_short",
+                    "decode_no_wait_for_the_routing_grid", "decode_combine_first_slots_weight_for_all")},
     "experts_hand_off_into_busy_buffers": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
     "experts_hand_off_without_proxy_fence": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
     "experts_buffers_freed_before_the_stores_read": "hand_their_sub_tiles or (one_kernel and (float32 or break))",
@@ -230,7 +253,7 @@ def run(name: str) -> bool:
             cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
                    sys.executable, "-m", "tests.kernels.grouped_mm_small"]
         elif name in FOCUS:
-            tests = FUSED_MOE_TESTS if name.startswith(("experts_", "combine_", "route_")) else CASES_TESTS
+            tests = FUSED_MOE_TESTS if name.startswith(("experts_", "combine_", "route_", "decode_")) else CASES_TESTS
             cmd = [sys.executable, "-m", "pytest", *tests, FOCUS[name]]
         else:
             cmd = [sys.executable, "-m", "pytest", *TESTS]

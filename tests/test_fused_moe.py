@@ -16,8 +16,8 @@ import gcdsl.ops  # noqa: E402
 from gcdsl import Diag, GcdslError  # noqa: E402
 from benchmarks.moe_layer import moe_experts_reference  # noqa: E402  (float32, expert by expert)
 from gcdsl.ops.fused_moe import (  # noqa: E402
-    _check_ids, combine, fused_moe_megakernel, fused_moe_pair, megakernel_split_k, megakernel_tile_n,
-    route_slots,
+    _check_ids, combine, fused_moe_decode, fused_moe_megakernel, fused_moe_pair, megakernel_split_k,
+    megakernel_tile_n, route_slots,
 )
 
 
@@ -105,6 +105,39 @@ def test_combine_kernel_reads_each_row_in_16_byte_loads_all_in_flight(experts_ke
     assert text.count("ld.global.v4.b32") == loads and re.findall(r"st\.global\.v\d\.b32", text) == [store]
     assert "fma.rn.f32" not in body[:body.rindex("ld.global.v4")], "a sum before the last row's load"
     assert "ld.local" not in text and "st.local" not in text
+
+
+DECODE_CASES = ["decode_e128_h2048_i768_s8", "decode_e32_h7168_i2048_s32", "decode_e8_h4096_i14336_s2",
+                "decode_e128_h2048_i768_s8_early_prefetch"]
+
+
+@pytest.mark.parametrize("case", DECODE_CASES)
+def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier(experts_kernels, case):
+    """One kernel; its weights in 16-byte loads, no local memory; it checks the ids
+    (the routing kernel's two traps) before it reads a weight; it waits for the routing
+    grid (which zeroes the counter) only before the barrier between its GEMVs: one
+    release add, then an acquire spin; its down rows asked of L2 to keep between the
+    add and the wait (or, early, before its gate-up GEMVs); three traps with messages."""
+    from gcdsl import ptx
+
+    text = experts_kernels.ptx(case)
+    ptx.single_entry(text)
+    assert text.count("ld.global.v4") >= 4 and "ld.local" not in text and "st.local" not in text
+    assert text.count("griddepcontrol.wait;") == 1
+    # (an atom without a scope is GPU-scoped)
+    assert re.findall(r"atom\.[^ ]*", text) == ["atom.global.release.add.u32"], re.findall(r"atom\.[^ ]*", text)
+    assert len(re.findall(r"ld\.acquire\.gpu\.global", text)) == 2  # the first look, then the spin's
+    assert text.count("trap;") == 3
+    formats = " ".join(ptx.format_strings(text))
+    assert "an id below 0" in formats and "an id of E or more" in formats and "waited 20 s" in formats
+    assert text.index("trap;") < text.index("ld.global.v4")
+    wait, add = text.index("griddepcontrol.wait;"), text.index("atom.global.release")
+    assert text.rindex("ld.global.v4", 0, wait) > 0 and wait < add < text.index("ld.acquire.gpu")
+    prefetch = text.index("prefetch.global.L2::evict_last")
+    if case.endswith("_early_prefetch"):
+        assert prefetch < text.index("ld.global.v4")
+    else:
+        assert add < prefetch < text.index("ld.acquire.gpu")
 
 
 def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_slots():
@@ -382,6 +415,72 @@ def test_fused_moe_runs_the_one_kernel_up_to_its_slots_and_the_pair_above(monkey
                               torch.ones(1, 8), ids) == "pair"
 
 
+def test_fused_moe_runs_the_decode_kernel_up_to_its_slots_where_h_and_i_allow(monkeypatch):
+    """Contiguous weights, H and I multiples of 256, at most DECODE_MAX_SLOTS slots whose
+    experts hold at most DECODE_MAX_WEIGHT_BYTES: the decode kernel; else the one
+    kernel's and the pair's rule. (Qwen3's experts at 1 and 2 tokens: the decode kernel;
+    DeepSeek-V3's and Mixtral's at one: the one kernel.)"""
+    import importlib
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    monkeypatch.setattr(fm, "_decode", lambda *args: "decode")
+    monkeypatch.setattr(fm, "_one_kernel", lambda *args: "one kernel")
+    monkeypatch.setattr(fm, "_pair", lambda *args: "pair")
+    for hidden, inter, tokens, k, expected in ((256, 256, 1, 8, "decode"), (512, 768, 2, 8, "decode"),
+                                               (256, 256, fm.DECODE_MAX_SLOTS, 1, "decode"),
+                                               (256, 256, fm.DECODE_MAX_SLOTS + 1, 1, "one kernel"),
+                                               (256, 192, 1, 8, "one kernel"), (200, 256, 1, 8, "one kernel")):
+        w1, w2 = torch.zeros(8, 2 * inter, hidden), torch.zeros(8, hidden, inter)
+        ids = torch.zeros(tokens, k, dtype=torch.int64)
+        got = fm._fused_moe_impl(torch.zeros(tokens, hidden), w1, w2, torch.ones(tokens, k), ids)
+        assert got == expected, (hidden, inter, tokens, k)
+    meta = dict(device="meta", dtype=torch.bfloat16)
+    for experts, hidden, inter, tokens, k, expected in ((128, 2048, 768, 1, 8, "decode"),
+                                                        (128, 2048, 768, 2, 8, "decode"),
+                                                        (32, 7168, 2048, 1, 8, "one kernel"),
+                                                        (8, 4096, 14336, 1, 2, "one kernel")):
+        w1, w2 = torch.empty(experts, 2 * inter, hidden, **meta), torch.empty(experts, hidden, inter, **meta)
+        ids = torch.zeros(tokens, k, dtype=torch.int64, device="meta")
+        x = torch.empty(tokens, hidden, **meta)
+        assert fm._fused_moe_impl(x, w1, w2, torch.empty(tokens, k, device="meta"), ids) == expected
+    w1, w2 = torch.zeros(8, 512, 256), torch.zeros(8, 256, 256)
+    assert fm._fused_moe_impl(torch.zeros(1, 256), w1, w2.transpose(1, 2).contiguous().transpose(1, 2),
+                              torch.ones(1, 8), torch.zeros(1, 8, dtype=torch.int64)) == "pair"
+
+
+def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        x, w1, w2, weights, ids = _layer(hidden=256, inter=256, tokens=1, k=8)
+        w2_t = torch.empty(8, 256, 256, dtype=w2.dtype, device="cuda").transpose(1, 2)  # stored (E, I, H)
+        cases = [((x, w1, w2_t, weights, ids), "w2", "contiguous"),
+                 (_layer(hidden=256, inter=192, tokens=1, k=8), "w1", "steps of 256"),
+                 (_layer(hidden=256, inter=256, tokens=5, k=8), "topk_ids", "1 to 32")]
+        errors = []
+        for args, _, _ in cases:
+            with pytest.raises(GcdslError) as info:
+                fused_moe_decode(*args)
+            errors.append(info.value)
+    for (_, param, words), err in zip(cases, errors):
+        assert err.param == param and words in err.message, err.message
+        assert err.location.filename == __file__
+
+
+def test_decode_kernel_splits_the_layer_over_the_sms():
+    """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
+    (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs; DeepSeek-V3's (8 x 16
+    chunks of 128; blocks of 56 rows) and Mixtral's (2 x 64 chunks of 224; blocks of 32)."""
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops.decode_kernel import MoeDecode
+
+    for (experts, hidden, inter, k, slots), split in (
+            ((128, 2048, 768, 8, 8), (16, 48, 128, 16, 128)), ((32, 7168, 2048, 8, 8), (16, 128, 128, 56, 128)),
+            ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128))):
+        kernel = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132)
+        assert (kernel.chunks, kernel.columns, kernel.blocks, kernel.rows, kernel.ctas) == split
+
+
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():
     _check_ids(torch.tensor([[0, 7], [3, 1]]), 8)  # in range: nothing to say
     with pytest.raises(GcdslError) as info:
@@ -586,6 +685,82 @@ def test_decode_layer_is_two_kernels_the_route_and_the_one_kernel(tokens, monkey
         torch.cuda.synchronize()
     kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     assert len(kernels) == 2 and "RouteSlots" in kernels[0] and "MoeExperts" in kernels[1], kernels
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+
+
+# The decode kernel: (E, H, I) with H and I multiples of 256 (one or two steps of a
+# warp's vectors a row; Qwen3's E), its slot counts up to 32, every routing that breaks
+# layers, both dtypes.
+DECODE_SHAPES = {"e16_h256_i512": (16, 256, 512), "e128_h768_i256": (128, 768, 256)}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", DECODE_SHAPES)
+@pytest.mark.parametrize("tokens, k", [(1, 1), (1, 2), (1, 8), (2, 8), (3, 8), (4, 8), (16, 2), (32, 1)])
+@pytest.mark.parametrize("kind", ["random", "one expert", "duplicates"])
+def test_decode_against_float32(shape, tokens, k, kind):
+    experts, hidden, inter = DECODE_SHAPES[shape]
+    w1, w2 = _weights(experts, hidden, inter, seed=tokens)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, kind, seed=tokens * k)
+    _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("view", ["contiguous", "strided rows", "unaligned start"])
+def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
+    experts, hidden, inter, tokens, k = 16, 256, 256, 2, 8
+    w1, w2 = _weights(experts, hidden, inter, dtype=dtype)
+    base = torch.randn(tokens * (hidden + 8) + 8, device="cuda").to(dtype)
+    x = {"contiguous": base[:tokens * hidden].view(tokens, hidden),
+         "strided rows": base[:tokens * (hidden + 8)].view(tokens, hidden + 8)[:, :hidden],
+         "unaligned start": base[1:1 + tokens * hidden].view(tokens, hidden)}[view]
+    weights, ids = _routing(tokens, experts, k, "duplicates")
+    out = fused_moe_decode(x, w1, w2, weights, ids)
+    assert out.dtype == dtype
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_decode_kernel_replays_after_the_routing_changed():
+    experts, hidden, inter, tokens, k = 16, 256, 512, 4, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=1)
+    fused_moe_decode(x, w1, w2, weights, ids)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fused_moe_decode(x, w1, w2, weights, ids)
+    for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates"), (5, "random")):
+        new_weights, new_ids = _routing(tokens, experts, k, kind, seed=seed)
+        weights.copy_(new_weights)
+        ids.copy_(new_ids)
+        x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
+        out.fill_(float("nan"))
+        graph.replay()
+        _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+def test_decode_layer_is_two_kernels_the_route_and_the_decode_kernel(monkeypatch):
+    import importlib
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    monkeypatch.setattr(fm, "_scratch", lambda rows, columns, x, dtype=None: torch.empty(
+        rows, columns, dtype=dtype or x.dtype, device=x.device))
+    experts, hidden, inter, k = 16, 256, 256, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(1, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(1, experts, k, "random")
+    ids = ids.contiguous()
+    gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
+        torch.cuda.synchronize()
+    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(kernels) == 2 and "RouteSlots" in kernels[0] and "MoeDecode" in kernels[1], kernels
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 

@@ -26,7 +26,7 @@ import cutlass.cute as cute
 from cutlass._mlir import ir
 from cutlass._mlir.dialects import cute as _cute_ir
 from cutlass._mlir.dialects import cute_nvgpu as _cute_nvgpu_ir
-from cutlass._mlir.dialects import arith, cuda, llvm, scf
+from cutlass._mlir.dialects import arith, cuda, llvm, nvvm, scf
 from cutlass._mlir_helpers import op as _dsl_ops
 from cutlass._mlir_helpers.op import loc_transform
 from cutlass.cute import core as _cute_core
@@ -610,6 +610,13 @@ def compiled_function_count() -> int:
     from cutlass.cutlass_dsl import CuTeDSL
 
     return len(CuTeDSL._get_dsl().jit_cache)
+
+
+def prefetch_to_l2_evict_last(line: Pointer) -> None:
+    """`prefetch.global.L2::evict_last` of the line at `line`: brought into L2 ahead of
+    its use and kept there over lines read once (`cute.arch.prefetch` takes no priority
+    by name)."""
+    cute.arch.prefetch(line.llvm_ptr, cache_level="L2", evict_priority=nvvm.CacheEvictionPriority.EvictLast)
 
 
 def trap_unless(condition: Any, message: str, *values: Any) -> None:

@@ -88,11 +88,97 @@ def _fused_moe_op(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weig
 ONE_KERNEL_MAX_SLOTS = 512
 
 
+# `fused_moe` runs the decode kernel (`decode_kernel`: both GEMMs as GEMVs on CUDA
+# cores) where H and I allow it (`decode_applies`), up to DECODE_MAX_SLOTS token slots,
+# and where the experts those slots can reach hold at most DECODE_MAX_WEIGHT_BYTES
+# (min(E, T k) experts' w1 and w2): there the layer is short, and the one tensor-core
+# kernel's setup and sparse tiles weigh most. W8's side run (`W8_decode.json`, graph
+# replays): Qwen3's experts at 1 and 2 tokens (75 and 151 MB) faster by the decode
+# kernel; DeepSeek-V3's and Mixtral's at 1 and 2 tokens (705 MB and more) faster by the
+# one kernel, which streams large weights closer to the HBM bandwidth. The line lies
+# between those sizes; none between them was timed.
+DECODE_MAX_SLOTS = 16
+DECODE_MAX_WEIGHT_BYTES = 256 * 2**20
+
+
 def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
     # (the one kernel reads the weights by their addresses: contiguous ones only)
-    if w1.is_contiguous() and w2.is_contiguous() and topk_ids.numel() <= ONE_KERNEL_MAX_SLOTS:
-        return _one_kernel(x, w1, w2, topk_weights, topk_ids)
+    if w1.is_contiguous() and w2.is_contiguous():
+        experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
+        slots = topk_ids.numel()
+        reachable = min(experts, slots) * 3 * hidden * inter * x.element_size()
+        if slots <= DECODE_MAX_SLOTS and reachable <= DECODE_MAX_WEIGHT_BYTES \
+                and decode_applies(experts, hidden, inter, slots):
+            return _decode(x, w1, w2, topk_weights, topk_ids)
+        if topk_ids.numel() <= ONE_KERNEL_MAX_SLOTS:
+            return _one_kernel(x, w1, w2, topk_weights, topk_ids)
     return _pair(x, w1, w2, topk_weights, topk_ids)
+
+
+def decode_applies(experts: int, hidden: int, inter: int, slots: int) -> bool:
+    """Whether the decode kernel takes a layer of these sizes and `slots` T k token slots:
+    1 to `decode_kernel.MAX_SLOTS` slots, H and I multiples of 256 (a warp's 16-byte
+    vectors of a row in whole steps) and E within the routing kernel's."""
+    from .decode_kernel import MAX_SLOTS
+    from .route_kernel import MAX_SLOTS as ROUTE_MAX_EXPERTS
+
+    return 0 < slots <= MAX_SLOTS and hidden % 256 == 0 and inter % 256 == 0 and experts <= ROUTE_MAX_EXPERTS
+
+
+def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                     topk_ids: torch.Tensor, *, early_prefetch: bool = False) -> torch.Tensor:
+    """`fused_moe` by the decode kernel (`decode_kernel`), whatever the slot count: both
+    GEMMs as GEMVs on CUDA cores, one kernel after the routing's. w1 and w2 contiguous;
+    H and I multiples of 256; at most `decode_kernel.MAX_SLOTS` slots (T k).
+    `early_prefetch=True`: each CTA asks L2 for its down rows before its gate-up GEMVs,
+    not at the barrier (W8 times both)."""
+    from .decode_kernel import MAX_SLOTS
+
+    _check(x, w1, w2, topk_weights, topk_ids)
+    for name, w in (("w1", w1), ("w2", w2)):
+        if not w.is_contiguous():
+            fail(f"{name} has strides {w.stride()}; the decode kernel reads contiguous weights", param=name,
+                 hint="call gcdsl.ops.fused_moe, which takes fused_moe_pair for such weights")
+    experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
+    if not 0 < topk_ids.numel() <= MAX_SLOTS:
+        fail(f"topk_ids holds {topk_ids.numel()} slots (T k); the decode kernel takes 1 to {MAX_SLOTS}",
+             param="topk_ids", hint="call gcdsl.ops.fused_moe, which picks the kernel for the slot count")
+    if not decode_applies(experts, hidden, inter, topk_ids.numel()):
+        fail(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of 256 columns", param="w1",
+             hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
+    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch)
+
+
+def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False) -> torch.Tensor:
+    """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
+    which here checks the ids and zeroes the decode kernel's barrier counter: the decode
+    kernel starts while it runs and waits for it only at its barrier."""
+    import cutlass
+
+    from .decode_kernel import MoeDecode
+
+    experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
+    (tokens, top_k), total = topk_ids.shape, topk_ids.numel()
+    index = x.device.index
+    sms = _ctas_at_once(index)
+    ids = topk_ids.reshape(-1)
+    ids = (ids if ids.dtype in (torch.int32, torch.int64) else ids.long()).contiguous()
+    ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
+    id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[ids.dtype]
+    _, kernel = _compiled(("decode", x.dtype, experts, hidden, inter, top_k, total, ids.dtype, sms, early_prefetch,
+                           index),
+                          lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms, early_prefetch),
+                          index)
+    counter = _scratch(1, 1, x, torch.int32)[0]  # zeroed by `route`'s kernel
+    route(ids.view(tokens, top_k), experts, zeros=counter)
+    if not x.is_contiguous() or x.data_ptr() % 16:  # read in 16-byte vectors of its rows
+        x = x.contiguous() if not x.is_contiguous() else x.clone()
+    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    act = _scratch(total, inter, x)
+    out = _scratch(tokens, hidden, x)
+    _on_device(index, kernel, x.data_ptr(), ids.data_ptr(), weights.data_ptr(), w1.data_ptr(), w2.data_ptr(),
+               act.data_ptr(), counter.data_ptr(), out.data_ptr())
+    return out
 
 
 def fused_moe_pair(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,

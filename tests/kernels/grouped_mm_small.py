@@ -4,13 +4,14 @@
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
     python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
+    python -m tests.kernels.grouped_mm_small decode        # the decode kernel alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
 ping-pong consumers, both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
 on the same groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), the
 grouped reduction with T contiguous in both operands and strided, single CTAs and pairs, and an
-expert layer's two GEMMs in one kernel. Exits 1 if a result is wrong.
+expert layer's two GEMMs in one kernel and in the decode kernel. Exits 1 if a result is wrong.
 """
 import sys
 
@@ -107,6 +108,7 @@ def other_cases(rows) -> bool:
         print(f"{name}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
     ok &= grouped_reductions()
     ok &= experts_in_one_kernel()
+    ok &= decode_kernel()
     return ok
 
 
@@ -167,7 +169,35 @@ def experts_in_one_kernel() -> bool:
     return good
 
 
+def decode_kernel() -> bool:
+    """The decode kernel (`fused_moe_decode`): CTAs that meet at a grid barrier between
+    the GEMVs; an expert with several slots, one with none; both
+    prefetch orders."""
+    import importlib
+
+    from benchmarks.moe_layer import moe_experts_reference
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+    experts, hidden, inter, tokens, k = 8, 256, 512, 3, 4
+    w1 = (torch.randn(experts, 2 * inter, hidden, device="cuda") / hidden ** 0.5).to(torch.bfloat16)
+    w2 = (torch.randn(experts, hidden, inter, device="cuda") / inter ** 0.5).to(torch.bfloat16)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    ids = torch.tensor([[0, 1, 2, 3], [0, 0, 4, 5], [6, 0, 1, 2]], device="cuda")  # expert 7: no slot
+    weights = torch.rand(tokens, k, device="cuda")
+    ref = moe_experts_reference(x, w1, w2, weights, ids)
+    good = True
+    for early in (True, False):
+        out = fm.fused_moe_decode(x, w1, w2, weights, ids, early_prefetch=early).float()
+        err = ((out - ref).abs().max() / ref.abs().max()).item()
+        good &= err <= 2e-2
+        print(f"expert layer in the decode kernel, down rows prefetched {'first' if early else 'at the barrier'}: "
+              f"rel err {err:.1e} {'PASS' if err <= 2e-2 else 'FAIL'}", flush=True)
+    return good
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
         sys.exit(0 if grouped_reductions() else 1)
+    if sys.argv[1:] == ["decode"]:
+        sys.exit(0 if decode_kernel() else 1)
     sys.exit(main())

@@ -1,0 +1,405 @@
+"""An MoE expert layer at a decode step, on CUDA cores, in one kernel (`MoeDecode`).
+
+With a few token slots (T k <= MAX_SLOTS) the layer multiplies each active expert's
+weights by one row, or a few: its time is that of streaming those weights from HBM
+once, and a tensor-core tile of 128 rows would be almost all padding. Here each CTA
+streams its own slice of the weights, 16-byte loads many in flight a lane, and dots it
+with the few rows on CUDA cores:
+
+    route      each CTA sorts the slots by expert itself (a warp, a lane a slot: T k
+               fits one), from `topk_ids`: the token of each sorted slot, each slot's
+               sorted row and the experts with a slot, in id order;
+    gate-up    CTA (a, c) for active expert a and chunk c of `columns` intermediate
+               columns: a warp a column at a time, its gate row and its up row of w1
+               against the rows of x of the expert's slots (read where they lie);
+               silu(gate) * up, rounded to x's type, into act (T k, I), at the slots'
+               sorted rows;
+    barrier    every CTA's act written: each CTA adds one to a counter (release, GPU
+               scope), asks L2 for its down rows (below) of the active experts, to
+               keep (evict_last), and waits for all (acquire); then it reads act;
+    down       CTA b: rows [b rows, (b + 1) rows) of H of every active expert's w2
+               against act's rows of the expert's slots into y (fp32, shared memory);
+               then each token's k slots of y weighed and summed in fp32, in slot order
+               (the same sum on every run), into out in x's type.
+
+Every CTA runs at once (the grid is at most the SMs), so the barrier's wait ends; a wait
+past WAIT_LIMIT_NS traps with a message instead of hanging. The routing kernel before it
+(`route_kernel`) zeroes the counter: this kernel starts while that one runs (programmatic
+stream serialization; it reads only the layer's inputs and its own act until then) and
+waits for its end before it adds to the counter.
+"""
+from __future__ import annotations
+
+from typing import Tuple
+
+import cuda.bindings.driver as cuda
+
+import cutlass
+import cutlass.cute as cute
+from cutlass.memory import SmemAllocator
+
+import gcdsl
+
+from ..lower._dsl import prefetch_to_l2_evict_last, trap_unless
+from .hopper_grouped_gemm.producer import WAIT_LIMIT_NS
+
+MAX_SLOTS = 32  # T k: a warp's lanes hold the slots when the CTA finds the experts
+THREADS = 512
+WARPS = THREADS // 32
+LANE_VECTORS = 32  # a row's 16-byte vectors a warp reads in one step: one a lane
+REGISTERS = 72  # of a lane's 128: for its fp32 sums and the weight loads it has in flight
+VECTOR_REGISTERS = 4  # a 16-byte load's
+LINE = 128  # bytes of an L2 prefetch
+BATCH = 4  # rows of x (or act) an expert of three slots or more takes at once (of two: two)
+
+
+def _divisors(n: int):
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _most_loads(rows: int, steps: int, sums_a_row: int, loads_a_step: int) -> Tuple[int, int]:
+    """(rows, step): a divisor of `rows` and one of `steps` whose loads (rows x step x
+    `loads_a_step` 16-byte vectors) and fp32 sums (`sums_a_row` a row) fit in REGISTERS,
+    the most loads; in a tie, the longer step."""
+    fits = [(r * s, s, r) for r in _divisors(rows) for s in _divisors(steps)
+            if r * sums_a_row + r * s * loads_a_step * VECTOR_REGISTERS <= REGISTERS]
+    _, step, rows = max(fits)
+    return rows, step
+
+
+class MoeDecode:
+    """The kernel for `ab_dtype` (cutlass.BFloat16 or Float16) weights and activations,
+    E `experts`, `hidden` H, `inter` I, `top_k` k, `slots` T k, ids of `id_dtype`
+    (cutlass.Int32 or Int64) and `sms` SMs; `early_prefetch`: ask L2 for the down rows
+    before the gate-up GEMVs (else while the CTA waits at the barrier). H and I are
+    multiples of 256 (a warp's 16-byte vectors of a row in whole steps).
+
+    `__call__` is the host function to `cute.compile`:
+        (x, ids, weights, w1, w2, act, counter, out, stream)
+    all pointers: x (T, H) and out (T, H), act (T k, I), w1 (E, 2I, H) and w2 (E, H, I),
+    16-byte aligned and contiguous; ids (T k,) and weights (T k,) Float32, the router's
+    top-k flattened; counter one Int32, zero when the kernel before this one ends."""
+
+    def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
+                 sms: int, early_prefetch: bool = False) -> None:
+        self.vector = 128 // ab_dtype.width
+        step = LANE_VECTORS * self.vector
+        if hidden % step or inter % step:
+            raise ValueError(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of {step} columns")
+        if not 1 <= slots <= MAX_SLOTS or slots % top_k or not 1 <= top_k <= experts:
+            raise ValueError(f"{slots} slots of k = {top_k}: the decode kernel takes 1 to {MAX_SLOTS}, T k of them")
+        self.ab_dtype, self.id_dtype, self.experts, self.hidden, self.inter = ab_dtype, id_dtype, experts, hidden, inter
+        self.top_k, self.slots, self.tokens = top_k, slots, slots // top_k
+        self.early_prefetch = early_prefetch
+        most_active = min(experts, slots)
+        # gate-up: the most chunks of I (of whole warps' columns) that the active experts
+        # spread over the SMs; down: the fewest rows of H a CTA that spread over them
+        self.chunks = max(n for n in range(1, inter // WARPS + 1)
+                          if inter % n == 0 and (inter // n) % WARPS == 0 and most_active * n <= sms)
+        self.columns = inter // self.chunks
+        self.blocks = max(b for b in range(1, min(hidden, sms) + 1) if hidden % b == 0)
+        self.rows = hidden // self.blocks
+        self.ctas = max(most_active * self.chunks, self.blocks)
+        self.up_steps, self.down_steps = hidden // step, inter // step  # of a lane, a row
+
+    # With `batch` rows of x (or act) at once, 1, 2 or BATCH: how many weight rows (gate-up:
+    # columns, each a gate and an up row) a warp reads together and how many 16-byte
+    # steps of each it loads before their first use: as many loads as fit beside the
+    # sums (in a tie, longer steps of fewer rows).
+    def _down_rows_and_step(self, batch: int) -> Tuple[int, int]:
+        within = self.rows if batch == 1 else self._down_rows_and_step(1)[0]
+        return _most_loads(within, self.down_steps, batch * self.vector, 1)
+
+    def _up_columns_and_step(self, batch: int) -> Tuple[int, int]:
+        within = self.columns // WARPS if batch == 1 else self._up_columns_and_step(1)[0]
+        return _most_loads(within, self.up_steps, 2 * batch * self.vector, 2)
+
+    def trace_args(self) -> Tuple:
+        def ptr(dtype, align):
+            return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
+
+        ab = self.ab_dtype
+        return (ptr(ab, 16), ptr(self.id_dtype, self.id_dtype.width // 8), ptr(cutlass.Float32, 4), ptr(ab, 16),
+                ptr(ab, 16), ptr(ab, 16), ptr(cutlass.Int32, 4), ptr(ab, 16), cute.runtime.make_fake_stream())
+
+    @cute.jit
+    def __call__(self, x_ptr: cute.Pointer, ids_ptr: cute.Pointer, weight_ptr: cute.Pointer, w1_ptr: cute.Pointer,
+                 w2_ptr: cute.Pointer, act_ptr: cute.Pointer, counter_ptr: cute.Pointer, out_ptr: cute.Pointer,
+                 stream: cuda.CUstream):
+        vector, hidden, inter = self.vector, self.hidden, self.inter
+
+        def rows_of(ptr, rows, columns):  # rows as (vector, columns / vector): a lane's 16 bytes, one of mode 1
+            return cute.make_tensor(ptr, cute.make_layout((rows, (vector, columns // vector)),
+                                                          stride=(columns, (1, vector))))
+
+        x, out = rows_of(x_ptr, self.tokens, hidden), rows_of(out_ptr, self.tokens, hidden)
+        act = rows_of(act_ptr, self.slots, inter)
+        # one expert's rows (`expert_rows` moves them to each expert's own)
+        w1 = rows_of(w1_ptr, 2 * inter, hidden)
+        w2 = rows_of(w2_ptr, hidden, inter)
+        ids = cute.make_tensor(ids_ptr, cute.make_layout(self.slots))
+        weights = cute.make_tensor(weight_ptr, cute.make_layout(self.slots))
+        counter = cute.make_tensor(counter_ptr, cute.make_layout(1))
+
+        @cute.struct
+        class SharedStorage:
+            token: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]  # the token of each sorted slot
+            row_of: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]  # the sorted row of each slot
+            # the experts with a slot, in id order: the expert, its first sorted slot, its slots
+            active_expert: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
+            active_first: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
+            active_count: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
+            active: cute.struct.MemRange[cutlass.Int32, 1]
+            y: cute.struct.MemRange[cutlass.Float32, self.slots * self.rows]  # this CTA's rows of each slot
+
+        self.shared_storage = SharedStorage
+        self.kernel(x, ids, weights, w1, w2, act, counter, out).launch(
+            grid=(self.ctas, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, stream=stream, use_pdl=True)
+
+    @gcdsl.kernel
+    def kernel(self, x: cute.Tensor, ids: cute.Tensor, weights: cute.Tensor, w1: cute.Tensor, w2: cute.Tensor,
+               act: cute.Tensor, counter: cute.Tensor, out: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        lane = cute.arch.lane_idx()
+        storage = SmemAllocator().allocate(self.shared_storage)
+        slots = cute.make_layout(MAX_SLOTS)
+        token, row_of = storage.token.get_tensor(slots), storage.row_of.get_tensor(slots)
+        active_expert, active_first = storage.active_expert.get_tensor(slots), storage.active_first.get_tensor(slots)
+        active_count = storage.active_count.get_tensor(slots)
+        active = storage.active.get_tensor(cute.make_layout(1))
+        y = storage.y.get_tensor(cute.make_layout((self.slots, self.rows), stride=(self.rows, 1)))
+
+        if warp == 0:
+            self.route(ids, token, row_of, active_expert, active_first, active_count, active, lane)
+        cute.arch.sync_threads()
+        experts_with_slots = active[0]
+        first_row = bidx * self.rows
+        prefetch = bidx < self.blocks
+        if cutlass.const_expr(self.early_prefetch):
+            if prefetch:
+                self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
+
+        item_expert, chunk = bidx // self.chunks, bidx % self.chunks
+        if item_expert < experts_with_slots:
+            self.gate_up(x, token, w1, act, active_expert[item_expert], active_first[item_expert],
+                         active_count[item_expert], chunk * self.columns, warp, lane)
+
+        # Up to here the kernel has read the layer's inputs and written act, which the
+        # routing kernel before it never touches; the counter it zeroes is read after
+        # that grid's end.
+        cute.arch.griddepcontrol_wait()
+        cute.arch.sync_threads()  # this CTA's act written
+        if tidx == 0:
+            cute.arch.fence_acq_rel_gpu()
+            cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
+        if cutlass.const_expr(not self.early_prefetch):
+            if prefetch:
+                self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
+        if tidx == 0:
+            self.wait_for_all(counter)
+        cute.arch.sync_threads()  # every CTA's act written
+
+        if bidx < self.blocks:
+            self.down(act, w2, y, active_expert, active_first, active_count, experts_with_slots, first_row,
+                      warp, lane)
+            cute.arch.sync_threads()  # y written
+            self.combine(y, row_of, weights, out, first_row, tidx)
+
+    @cute.jit
+    def route(self, ids: cute.Tensor, token: cute.Tensor, row_of: cute.Tensor, active_expert: cute.Tensor,
+              active_first: cute.Tensor, active_count: cute.Tensor, active: cute.Tensor, lane: cutlass.Int32):
+        """The slots sorted by expert, stably, by one warp, a lane a slot, each lane
+        counting over the others' experts (shuffles): into shared memory the token of each
+        sorted slot, each slot's sorted row, and the experts with a slot in id order (an
+        expert, its first sorted row, its slot count; how many). Traps on an id outside
+        [0, E), as the routing kernel does, before any weight is read."""
+        slot = lane
+        expert = cutlass.Int32(-1)  # (lanes past the slots: below every expert, counted by none)
+        if slot < self.slots:
+            wide = cutlass.Int64(ids[slot])  # checked before it is narrowed
+            trap_unless(wide >= 0, "gcdsl: topk_ids holds an id below 0: experts are 0 to E - 1\n")
+            trap_unless(wide < self.experts, "gcdsl: topk_ids holds an id of E or more: experts are 0 to E - 1\n")
+            expert = cutlass.Int32(wide)
+        below, ahead, same = cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(0)
+        for other_slot in cutlass.range_constexpr(self.slots):
+            other = cute.arch.shuffle_sync(expert, other_slot)
+            if other >= 0 and other < expert:
+                below += 1  # slots of lower experts: where this expert's rows start
+            if other == expert:
+                same += 1
+                if other_slot < slot:
+                    ahead += 1  # this expert's slots before this one
+        starts = slot < self.slots and ahead == 0
+        starting = cute.arch.vote_ballot_sync(starts)
+        rank = cutlass.Int32(0)  # the starting slots of lower experts
+        for other_slot in cutlass.range_constexpr(self.slots):
+            other = cute.arch.shuffle_sync(expert, other_slot)
+            if (starting >> other_slot) & 1 == 1 and other >= 0 and other < expert:
+                rank += 1
+        if slot < self.slots:
+            row_of[slot] = below + ahead
+            token[below + ahead] = slot // self.top_k
+            if starts:
+                active_expert[rank] = expert
+                active_first[rank] = below
+                active_count[rank] = same
+        if lane == 0:
+            active[0] = cute.arch.popc(starting)
+
+    @cute.jit
+    def gate_up(self, x: cute.Tensor, token: cute.Tensor, w1: cute.Tensor, act: cute.Tensor,
+                expert: cutlass.Int32, first: cutlass.Int32, count: cutlass.Int32, first_column: cutlass.Int32,
+                warp: cutlass.Int32, lane: cutlass.Int32):
+        """act[first .. first + count, first_column + this chunk's columns] for `expert`."""
+        weights = self.expert_rows(w1, expert, 2 * self.inter * self.hidden)
+        if count == 1:
+            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, 1)
+        elif count == 2:
+            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, 2)
+        else:
+            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, BATCH)
+
+    @cute.jit
+    def gate_up_rows(self, x: cute.Tensor, token: cute.Tensor, w1: cute.Tensor, act: cute.Tensor,
+                     first: cutlass.Int32, count: cutlass.Int32, first_column: cutlass.Int32, warp: cutlass.Int32,
+                     lane: cutlass.Int32, batch: int):
+        columns, step = self._up_columns_and_step(batch)
+        for done in cutlass.range(0, count, batch, unroll=1):
+            # the batch's token rows; past the last slot, the last again (computed, not stored)
+            rows = [token[first + cutlass.min(done + r, count - 1)] for r in range(batch)]
+            for pair in cutlass.range(0, self.columns // WARPS, columns, unroll=1):
+                # this warp's columns: warp, warp + WARPS, ...
+                gate = cute.make_rmem_tensor((columns, batch, self.vector), cutlass.Float32)
+                up = cute.make_rmem_tensor((columns, batch, self.vector), cutlass.Float32)
+                gate.fill(0.0)
+                up.fill(0.0)
+                for first_step in cutlass.range(0, self.up_steps, step, unroll=1):
+                    # every load of the step in flight before the first use
+                    loaded = []
+                    for s in cutlass.range_constexpr(step):
+                        vec = lane + LANE_VECTORS * (first_step + s)
+                        for c in cutlass.range_constexpr(columns):
+                            column = first_column + warp + WARPS * (pair + c)
+                            loaded.append((vec, c, w1[(column, (None, vec))].load(),
+                                           w1[(self.inter + column, (None, vec))].load()))
+                    for vec, c, g, u in loaded:
+                        g32, u32 = g.to(cutlass.Float32), u.to(cutlass.Float32)
+                        for r in cutlass.range_constexpr(batch):
+                            xr = x[(rows[r], (None, vec))].load().to(cutlass.Float32)
+                            gate[(c, r, None)].store(gate[(c, r, None)].load() + g32 * xr)
+                            up[(c, r, None)].store(up[(c, r, None)].load() + u32 * xr)
+                for c in cutlass.range_constexpr(columns):
+                    column = first_column + warp + WARPS * (pair + c)
+                    for r in cutlass.range_constexpr(batch):
+                        g = cute.arch.warp_reduction_sum(
+                            gate[(c, r, None)].load().reduce(cute.ReductionOp.ADD, 0.0, 0))
+                        u = cute.arch.warp_reduction_sum(up[(c, r, None)].load().reduce(cute.ReductionOp.ADD, 0.0, 0))
+                        if lane == r and done + r < count:
+                            # silu(gate) * up = gate * up / (1 + e^-gate), as the tensor-core epilogue computes it
+                            value = g * u * cute.arch.rcp_approx(1.0 + cute.math.exp(-g, fastmath=True))
+                            act[(first + done + r, (column % self.vector, column // self.vector))] = \
+                                self.ab_dtype(value)
+
+    @cute.jit
+    def expert_rows(self, weights: cute.Tensor, expert: cutlass.Int32, elements: int) -> cute.Tensor:
+        """The expert's rows of a (rows, (vector, columns / vector)) view of all experts'
+        weights, `elements` an expert: its own tensor (64-bit address arithmetic here,
+        32-bit offsets within it), still 16-byte aligned."""
+        address = weights.iterator.toint() + cutlass.Int64(expert) * (elements * self.ab_dtype.width // 8)
+        return cute.make_tensor(cute.make_ptr(self.ab_dtype, address, cute.AddressSpace.gmem, assumed_align=16),
+                                weights.layout)
+
+    @cute.jit
+    def prefetch_down_rows(self, w2: cute.Tensor, active_expert: cute.Tensor, experts_with_slots: cutlass.Int32,
+                           first_row: cutlass.Int32, tidx: cutlass.Int32):
+        """This CTA's rows of every active expert's w2 asked of L2, a line a thread at a
+        time, to keep over the lines read once: its down GEMVs then read them from L2."""
+        lines = self.rows * self.inter * (self.ab_dtype.width // 8) // LINE  # an expert's, contiguous
+        for i in cutlass.range(tidx, experts_with_slots * lines, THREADS, unroll=1):
+            rows = self.expert_rows(w2, active_expert[i // lines], self.hidden * self.inter)
+            address = rows.iterator.toint() + cutlass.Int64(first_row * self.inter * (self.ab_dtype.width // 8)
+                                                            + (i % lines) * LINE)
+            line = cute.make_ptr(cutlass.Int8, address, cute.AddressSpace.gmem, assumed_align=LINE)
+            prefetch_to_l2_evict_last(line)
+
+    @cute.jit
+    def wait_for_all(self, counter: cute.Tensor):
+        """Until every CTA has added its one to the counter (acquire, GPU scope)."""
+        start = cute.arch.globaltimer()
+        seen = cute.arch.load(counter.iterator, cutlass.Int32, sem="acquire", scope="gpu")
+        while seen < self.ctas:
+            seen = cute.arch.load(counter.iterator, cutlass.Int32, sem="acquire", scope="gpu")
+            trap_unless(cute.arch.globaltimer() - start < WAIT_LIMIT_NS,
+                        "gcdsl: the decode kernel's CTAs waited 20 s for each other: not every CTA of the kernel "
+                        "runs at once (SMs held by other work?)\n")
+        cute.arch.fence_acq_rel_gpu()
+
+    @cute.jit
+    def down(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, active_expert: cute.Tensor,
+             active_first: cute.Tensor, active_count: cute.Tensor, experts_with_slots: cutlass.Int32,
+             first_row: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32):
+        """y[slot, row] = act[slot] . w2[e, first_row + row] for every slot of each active
+        expert e and each of this CTA's rows: a warp `unit_rows` rows of one expert."""
+        unit_rows, _ = self._down_rows_and_step(1)
+        units = self.rows // unit_rows
+        for unit in cutlass.range(warp, experts_with_slots * units, WARPS, unroll=1):
+            a, row = unit // units, first_row + unit % units * unit_rows
+            weights = self.expert_rows(w2, active_expert[a], self.hidden * self.inter)
+            first, count = active_first[a], active_count[a]
+            if count == 1:
+                self.down_rows(act, weights, y, first, count, row, first_row, unit_rows, lane, 1)
+            elif count == 2:
+                self.down_in_parts(act, weights, y, first, count, row, first_row, unit_rows, lane, 2)
+            else:
+                self.down_in_parts(act, weights, y, first, count, row, first_row, unit_rows, lane, BATCH)
+
+    @cute.jit
+    def down_in_parts(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
+                      count: cutlass.Int32, row: cutlass.Int32, first_row: cutlass.Int32, unit_rows: int,
+                      lane: cutlass.Int32, batch: int):
+        """`down_rows` over a unit's rows a part at a time: with `batch` rows of act, fewer
+        weight rows fit at once."""
+        part_rows, _ = self._down_rows_and_step(batch)
+        for part in cutlass.range_constexpr(0, unit_rows, part_rows):
+            self.down_rows(act, w2, y, first, count, row + part, first_row, part_rows, lane, batch)
+
+    @cute.jit
+    def down_rows(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
+                  count: cutlass.Int32, row: cutlass.Int32, first_row: cutlass.Int32, rows: int,
+                  lane: cutlass.Int32, batch: int):
+        _, step = self._down_rows_and_step(batch)
+        for done in cutlass.range(0, count, batch, unroll=1):
+            slots = [first + cutlass.min(done + r, count - 1) for r in range(batch)]
+            sums = cute.make_rmem_tensor((rows, batch, self.vector), cutlass.Float32)
+            sums.fill(0.0)
+            for first_step in cutlass.range(0, self.down_steps, step, unroll=1):
+                loaded = []
+                for s in cutlass.range_constexpr(step):
+                    vec = lane + LANE_VECTORS * (first_step + s)
+                    loaded.append((vec, [w2[(row + q, (None, vec))].load() for q in range(rows)]))
+                for vec, ws in loaded:
+                    for r in cutlass.range_constexpr(batch):
+                        ar = act[(slots[r], (None, vec))].load().to(cutlass.Float32)
+                        for q in cutlass.range_constexpr(rows):
+                            sums[(q, r, None)].store(sums[(q, r, None)].load() + ws[q].to(cutlass.Float32) * ar)
+            for q in cutlass.range_constexpr(rows):
+                for r in cutlass.range_constexpr(batch):
+                    total = cute.arch.warp_reduction_sum(sums[(q, r, None)].load().reduce(cute.ReductionOp.ADD, 0.0, 0))
+                    if lane == 0 and done + r < count:
+                        y[(first + done + r, row + q - first_row)] = total
+
+    @cute.jit
+    def combine(self, y: cute.Tensor, row_of: cute.Tensor, weights: cute.Tensor, out: cute.Tensor,
+                first_row: cutlass.Int32, tidx: cutlass.Int32):
+        """out[t, first_row + row] = sum_j weights[t k + j] y[row_of[t k + j], row], in slot order."""
+        k = self.top_k
+        for i in cutlass.range(tidx, self.tokens * self.rows, THREADS, unroll=1):
+            t, row = i // self.rows, i % self.rows
+            total = cutlass.Float32(0.0)
+            for j in cutlass.range_constexpr(k):
+                total += weights[t * k + j] * y[(row_of[t * k + j], row)]
+            column = first_row + row
+            out[(t, (column % self.vector, column // self.vector))] = self.ab_dtype(total)
+
