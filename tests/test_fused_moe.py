@@ -743,6 +743,20 @@ def test_decode_kernel_replays_after_the_routing_changed():
 
 
 @pytest.mark.gpu
+def test_decode_barrier_holds_every_cta_until_the_last_act_is_written():
+    """Every slot on one expert: its few CTAs sort 32 slots' rows through the gate-up
+    GEMVs in batches while every other CTA has no gate-up work and waits at the barrier
+    at once; each of them then reads all of act's columns. A barrier that let them go
+    before the last gate-up CTA had written its columns reads NaN scratch."""
+    experts, hidden, inter, tokens, k = 16, 256, 512, 32, 1
+    w1, w2 = _weights(experts, hidden, inter)
+    for seed in range(30):
+        x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+        weights, ids = _routing(tokens, experts, k, "one expert", seed=seed)
+        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
 def test_decode_layer_is_two_kernels_the_route_and_the_decode_kernel(monkeypatch):
     import importlib
 
