@@ -146,7 +146,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                      "        in_flight = 1  # each store's read waited for"),
     "experts_stores_before_the_hand_off": ("                        hand_off.consumer_wait(taken)\n", ""),
     # the expert kernel, started while the routing kernel runs, reading before it has ended
-    "experts_no_wait_for_the_routing": ("        cute.arch.griddepcontrol_wait()\n", ""),
+    "experts_no_wait_for_the_routing": ("before anything below reads them.\n        cute.arch.griddepcontrol_wait()\n",
+                                        "before anything below reads them.\n"),
     # the routing: the one kernel's counters cleared, a slot's place among its expert's slots
     "route_leaves_the_counters": ("cutlass.range(tidx, zero_count, MAX_SLOTS", "cutlass.range(tidx, 0, MAX_SLOTS"),
     "route_rank_counts_the_slot_itself": ("for before in cutlass.range(tidx, unroll=8):\n                if slot_expert",

@@ -19,6 +19,10 @@ run as one persistent kernel. Its tasks are of two kinds:
                  starts once its expert's gate-up tiles are stored (a per-expert count
                  on the device, no second launch).
 
+(At one or two tokens of small experts `fused_moe` runs a decode kernel instead, both
+GEMMs as GEMVs on CUDA cores, `gcdsl/ops/decode_kernel.py`; at this tutorial's 64 tokens
+it runs the kernel described here.)
+
 Each task picks its TMA descriptors (x's rows, w1, the SwiGLU rows, w2, the output) from
 the kernel's parameter space at runtime. The weighted combine runs in the down tiles'
 epilogue: the tile that stores the last of a token's rows sums them. So the layer can

@@ -74,8 +74,9 @@ def region_w8(results: Results) -> Optional[str]:
     lines = ["Command: `python benchmarks/w8_fused_moe.py`. The expert layer after the router, given `x`, `w1`, `w2`, "
              "`topk_weights` and `topk_ids` made on the GPU by a random router, new routing every call. *torch*: "
              "permute, `torch._grouped_mm`, SwiGLU, `torch._grouped_mm`, weighted combine; *gcdsl*: that layer on "
-             "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (both GEMMs in one persistent kernel, SwiGLU in "
-             "the gate-up tiles' epilogue); "
+             "`gcdsl.ops.grouped_mm`; *fused_moe*: `gcdsl.ops.fused_moe` (at up to 16 slots of small experts the "
+             "decode kernel, both GEMMs as GEMVs on CUDA cores; else up to 512 slots both GEMMs in one persistent "
+             "tensor-core kernel, SwiGLU in the gate-up tiles' epilogue); "
              + ("*pair*: its two-GEMM form, `fused_moe_pair` (`grouped_mm_swiglu`, then `grouped_mm`); "
                 if "pair" in variants else "")
              + f"*quack*: quack-kernels' fused pieces (`{config.get('quack')}`). Every output was checked against a "
@@ -148,6 +149,40 @@ def _one_kernel_configs(results: Results) -> List[str]:
     return [f"The one kernel with a configuration forced (`--every-config`, at `{commit}`; fused_moe's time there over "
             "the forced one's, graph replays; above 1 the forced configuration is faster):", "",
             md_table(["shape", "tokens", *(v[len("one kernel "):] for v in forced)], table), ""]
+
+
+DECODE_FORMS = ("decode", "decode early prefetch", "one kernel default")  # W8_decode.json's forced variants
+
+
+def region_w8_decode(results: Results) -> Optional[str]:
+    """`W8_decode.json` (`--forced "decode,decode early prefetch,one kernel default"`):
+    the decode kernel against the one tensor-core kernel at a few tokens, graph replays,
+    and the form `fused_moe` took at each point: the data for `DECODE_MAX_WEIGHT_BYTES`."""
+    if "W8_decode" not in results:
+        return None
+    source = results["W8_decode"]
+    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
+    table = []
+    for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"]):
+        us = {v: rows[(s, t, v)]["us"] for v in ("fused_moe", "torch", *DECODE_FORMS) if ok(rows.get((s, t, v)))}
+        bound = next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (s, t)
+                      and r.get("bound_us")), None)
+        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *DECODE_FORMS, "fused_moe")]
+        one, decode = us.get("one kernel default"), us.get("decode")
+        cells.append(ratio(one / decode) if one and decode else "-")
+        cells.append(pct(bound / us["decode"]) if bound and decode else "-")
+        table.append(cells)
+    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
+    return "\n".join([
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --variants torch,fused_moe --forced "
+        f"\"decode,decode early prefetch,one kernel default\" --json W8_decode` (at `{commit}`): microseconds per "
+        f"layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls. "
+        "*decode*: `fused_moe_decode`; *decode early prefetch*: the same with each CTA's down rows asked of L2 "
+        "before its gate-up GEMVs; *one kernel default*: `fused_moe_megakernel` with its rules' configuration; "
+        "*fused_moe*: the form `fused_moe` takes there. Ratio = one kernel / decode (above 1 the decode kernel "
+        "is faster); HBM fraction of the decode kernel's layer:", "",
+        md_table(["shape", "tokens", "torch", *DECODE_FORMS, "fused_moe", "one kernel / decode",
+                  "HBM fraction, decode"], table)])
 
 
 # W8_phases.json: the phases whose spread over the CTAs the region shows (`hopper_grouped_gemm.PHASES`)
