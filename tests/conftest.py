@@ -24,6 +24,16 @@ def has_gpu() -> bool:
 if not has_gpu():
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 
+# In-process compiles with `--keep-ptx` write their PTX into the DSL's dump folder, the
+# working directory unless this is set (read when `cutlass` is imported): a temporary one.
+if "CUTE_DSL_DUMP_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+
+    os.environ["CUTE_DSL_DUMP_DIR"] = tempfile.mkdtemp(prefix="gcdsl-tests-ptx-")
+    atexit.register(shutil.rmtree, os.environ["CUTE_DSL_DUMP_DIR"], ignore_errors=True)
+
 
 def pytest_addoption(parser):
     parser.addoption("--upstream-jobs", type=int, default=1,

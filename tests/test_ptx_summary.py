@@ -118,7 +118,7 @@ def test_ptx_of_a_compiled_function_needs_no_dump_folder(tmp_path):
         "    print('refused:', err)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("CUTE_DSL_")}
     env.update(CUTE_DSL_ARCH="sm_90a", CUTE_DSL_NO_CACHE="1", PYTHONPATH=ROOT)
-    proc = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "kernel " in proc.stdout and "parameter space:" in proc.stdout
