@@ -92,6 +92,8 @@ class MoeDecode:
         self.top_k, self.slots, self.tokens = top_k, slots, slots // top_k
         self.early_prefetch = early_prefetch
         most_active = min(experts, slots)
+        if most_active > sms:  # (each active expert's gate-up GEMVs take one CTA at least)
+            raise ValueError(f"{most_active} experts with a slot and {sms} SMs: the decode kernel runs one CTA an SM")
         # gate-up: the most chunks of I (of whole warps' columns) that the active experts
         # spread over the SMs; down: the fewest rows of H a CTA that spread over them
         self.chunks = max(n for n in range(1, inter // WARPS + 1)

@@ -161,6 +161,10 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False) -> 
     (tokens, top_k), total = topk_ids.shape, topk_ids.numel()
     index = x.device.index
     sms = _ctas_at_once(index)
+    if min(experts, total) > sms:
+        fail(f"topk_ids holds {total} slots; the decode kernel gives each expert with a slot a CTA of its own, "
+             f"and this GPU runs {sms} at once", param="topk_ids",
+             hint="call gcdsl.ops.fused_moe, which picks the kernel for the slot count")
     ids = topk_ids.reshape(-1)
     ids = (ids if ids.dtype in (torch.int32, torch.int64) else ids.long()).contiguous()
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
