@@ -724,22 +724,7 @@ def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
 
 @pytest.mark.gpu
 def test_decode_kernel_replays_after_the_routing_changed():
-    experts, hidden, inter, tokens, k = 16, 256, 512, 4, 8
-    w1, w2 = _weights(experts, hidden, inter)
-    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
-    weights, ids = _routing(tokens, experts, k, "random", seed=1)
-    fused_moe_decode(x, w1, w2, weights, ids)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fused_moe_decode(x, w1, w2, weights, ids)
-    for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates"), (5, "random")):
-        new_weights, new_ids = _routing(tokens, experts, k, kind, seed=seed)
-        weights.copy_(new_weights)
-        ids.copy_(new_ids)
-        x.copy_(torch.randn_like(x, dtype=torch.float32).to(x.dtype))
-        out.fill_(float("nan"))
-        graph.replay()
-        _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+    _replays_after_the_routing_changed(fused_moe_decode, experts=16, hidden=256, inter=512, tokens=4, k=8)
 
 
 @pytest.mark.gpu
@@ -837,15 +822,20 @@ def test_validate_checks_the_ids_and_changes_nothing_else():
 @pytest.mark.gpu
 @pytest.mark.parametrize("layer", LAYERS)
 def test_captured_layer_replays_after_the_routing_changed(layer):
-    experts, hidden, inter, tokens, k = 16, 256, 128, 64, 4
+    _replays_after_the_routing_changed(LAYERS[layer], experts=16, hidden=256, inter=128, tokens=64, k=4)
+
+
+def _replays_after_the_routing_changed(layer, experts, hidden, inter, tokens, k):
+    """`layer` captured in a graph, replayed after the routing (new, every slot on one
+    expert, a token naming one expert twice) and x changed in place, its output NaN."""
     w1, w2 = _weights(experts, hidden, inter)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=1)
-    LAYERS[layer](x, w1, w2, weights, ids)  # compile and warm up outside the capture
+    layer(x, w1, w2, weights, ids)  # compile and warm up outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = LAYERS[layer](x, w1, w2, weights, ids)
-    for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates")):
+        out = layer(x, w1, w2, weights, ids)
+    for seed, kind in ((2, "random"), (3, "one expert"), (4, "duplicates"), (5, "random")):
         new_weights, new_ids = _routing(tokens, experts, k, kind, seed=seed)
         weights.copy_(new_weights)
         ids.copy_(new_ids)
