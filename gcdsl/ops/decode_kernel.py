@@ -178,9 +178,9 @@ class MoeDecode:
         cute.arch.sync_threads()
         experts_with_slots = active[0]
         first_row = bidx * self.rows
-        prefetch = bidx < self.blocks
+        has_down_rows = bidx < self.blocks
         if cutlass.const_expr(self.early_prefetch):
-            if prefetch:
+            if has_down_rows:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
 
         item_expert, chunk = bidx // self.chunks, bidx % self.chunks
@@ -197,13 +197,13 @@ class MoeDecode:
             cute.arch.fence_acq_rel_gpu()
             cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
         if cutlass.const_expr(not self.early_prefetch):
-            if prefetch:
+            if has_down_rows:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
         if tidx == 0:
             self.wait_for_all(counter)
         cute.arch.sync_threads()  # every CTA's act written
 
-        if bidx < self.blocks:
+        if has_down_rows:
             self.down(act, w2, y, active_expert, active_first, active_count, experts_with_slots, first_row,
                       warp, lane)
             cute.arch.sync_threads()  # y written

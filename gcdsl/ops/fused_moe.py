@@ -110,7 +110,7 @@ def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
         if slots <= DECODE_MAX_SLOTS and reachable <= DECODE_MAX_WEIGHT_BYTES \
                 and decode_applies(experts, hidden, inter, slots):
             return _decode(x, w1, w2, topk_weights, topk_ids)
-        if topk_ids.numel() <= ONE_KERNEL_MAX_SLOTS:
+        if slots <= ONE_KERNEL_MAX_SLOTS:
             return _one_kernel(x, w1, w2, topk_weights, topk_ids)
     return _pair(x, w1, w2, topk_weights, topk_ids)
 
@@ -143,7 +143,12 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     if not 0 < topk_ids.numel() <= MAX_SLOTS:
         fail(f"topk_ids holds {topk_ids.numel()} slots (T k); the decode kernel takes 1 to {MAX_SLOTS}",
              param="topk_ids", hint="call gcdsl.ops.fused_moe, which picks the kernel for the slot count")
-    if not decode_applies(experts, hidden, inter, topk_ids.numel()):
+    if not decode_applies(experts, hidden, inter, topk_ids.numel()):  # (E past the routing kernel's, or H or I)
+        from .route_kernel import MAX_SLOTS as ROUTE_MAX_EXPERTS
+
+        if experts > ROUTE_MAX_EXPERTS:
+            fail(f"E = {experts}: the decode kernel follows the routing kernel, which counts up to "
+                 f"{ROUTE_MAX_EXPERTS} experts", param="w1", hint="call gcdsl.ops.fused_moe")
         fail(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of 256 columns", param="w1",
              hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
     return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch)
@@ -175,9 +180,7 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False) -> 
                           index)
     counter = _scratch(1, 1, x, torch.int32)[0]  # zeroed by `route`'s kernel
     route(ids.view(tokens, top_k), experts, zeros=counter)
-    if not x.is_contiguous() or x.data_ptr() % 16:  # read in 16-byte vectors of its rows
-        x = x.contiguous() if not x.is_contiguous() else x.clone()
-    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    x, weights = _by_address(x, topk_weights)
     act = _scratch(total, inter, x)
     out = _scratch(tokens, hidden, x)
     _on_device(index, kernel, x.data_ptr(), ids.data_ptr(), weights.data_ptr(), w1.data_ptr(), w2.data_ptr(),
@@ -364,9 +367,7 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     else:
         done = _scratch(1, counters, x, torch.int32)[0]  # zeroed by `route`
     row_of, token, offs = route(topk_ids, experts, one_kernel=route_kernel, zeros=done[:counters])
-    if not x.is_contiguous() or x.data_ptr() % 16:  # TMA reads x's rows by its address, 16-byte aligned
-        x = x.contiguous() if not x.is_contiguous() else x.clone()
-    weights = topk_weights.reshape(-1).to(torch.float32).contiguous()
+    x, weights = _by_address(x, topk_weights)
     size = x.element_size()
     act = _scratch(total, inter, x)
     # the down tiles' output: with K splits, fp32 sums added into zeros
@@ -382,6 +383,14 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     if trace:
         return out, done[stamps_offset(counters):].view(torch.int64).view(sms, STAMP_SLOTS)[:ctas]
     return out
+
+
+def _by_address(x: torch.Tensor, topk_weights: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """x and the flat fp32 weights as the expert kernels read them, by address: x's rows
+    contiguous from a 16-byte boundary (TMA boxes, 16-byte vectors; a copy otherwise)."""
+    if not x.is_contiguous() or x.data_ptr() % 16:
+        x = x.contiguous() if not x.is_contiguous() else x.clone()
+    return x, topk_weights.reshape(-1).to(torch.float32).contiguous()
 
 
 def _scratch(rows: int, columns: int, x: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
