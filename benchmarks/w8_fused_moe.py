@@ -70,7 +70,8 @@ TOKENS = (1, 8, 64, 512, 4096)
 VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's decode kernel ("decode", up to its slots; "decode early
-# prefetch": its down rows asked of L2 first thing, not at the barrier), its one kernel
+# prefetch": its down rows asked of L2 first thing, not at the barrier; "decode unstaged":
+# none of them staged in shared memory), its one kernel
 # at the rules' choices ("one kernel default") and at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
 # different one on or not ("one kernel stagger ...", "... unstaggered"), and with torch's
@@ -78,7 +79,7 @@ MODES = ("graph", "eager")
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
-FORCED = (("decode", "decode early prefetch", "one kernel default", "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
+FORCED = (("decode", "decode early prefetch", "decode unstaged", "one kernel default", "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
@@ -122,9 +123,9 @@ def layer(variant: str) -> Callable:
         return gcdsl.ops.fused_moe
     if variant == "pair":
         return fused_moe_pair
-    if variant in ("decode", "decode early prefetch"):
-        early = variant == "decode early prefetch"
-        return lambda *args: fused_moe_decode(*args, early_prefetch=early)
+    if variant.startswith("decode"):
+        options = {"decode early prefetch": {"early_prefetch": True}, "decode unstaged": {"staged_experts": 0}}
+        return lambda *args: fused_moe_decode(*args, **options.get(variant, {}))
     if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]"
         words, options = variant.split()[2:], {}  # or "torch route", or "default"
         while words:

@@ -168,6 +168,12 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                             "        cute.arch.sync_threads()  # this CTA's act"),
     "decode_combine_first_slots_weight_for_all": ("total += weights[t * k + j] * y[(row_of[t * k + j], row)]",
                                                   "total += weights[t * k] * y[(row_of[t * k + j], row)]"),
+    # the down rows staged in shared memory: read as the next expert's, copied a block
+    # off, one expert read from shared memory past the ones copied there
+    "decode_staged_rows_read_as_the_next_experts": ("self.staged_rows(staged, a), y", "self.staged_rows(staged, a + 1), y"),
+    "decode_staged_rows_copied_one_row_on": ("rows.iterator + first_row * self.inter",
+                                             "rows.iterator + (first_row + 1) * self.inter"),
+    "decode_reads_one_expert_past_the_staged": ("                if a < self.staged:", "                if a <= self.staged:"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -199,6 +205,9 @@ FOCUS: Dict[str, str] = {
                     "decode_slot_count_one_short", "decode_up_row_of_the_next_column",
                     "decode_experts_weights_one_expert_on", "decode_last_row_of_a_batch_unstored",
                     "decode_down_rows_one_block_on", "decode_combine_first_slots_weight_for_all")},
+    **{name: "decode_stages or decode_against_float32 and e16_h256_i512"
+       for name in ("decode_staged_rows_read_as_the_next_experts", "decode_staged_rows_copied_one_row_on",
+                    "decode_reads_one_expert_past_the_staged")},
     "decode_barrier_one_cta_short": "decode_barrier_holds",
     # (a counter added to before the routing kernel zeroes it: the PTX test sees the order)
     "decode_no_wait_for_the_routing_grid": "decode_kernel_streams or decode_against_float32 and e16_h256_i512",

@@ -117,7 +117,8 @@ def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier
     (the routing kernel's two traps) before it reads a weight; it waits for the routing
     grid (which zeroes the counter) only before the barrier between its GEMVs: one
     release add, then an acquire spin; its down rows asked of L2 to keep between the
-    add and the wait (or, early, before its gate-up GEMVs); three traps with messages."""
+    add and the wait (or, early, before its gate-up GEMVs); three traps with messages;
+    where they fit, down rows copied into shared memory while the gate-up GEMVs run."""
     from gcdsl import ptx
 
     text = experts_kernels.ptx(case)
@@ -138,6 +139,17 @@ def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier
         assert prefetch < text.index("ld.global.v4")
     else:
         assert add < prefetch < text.index("ld.acquire.gpu")
+    # Qwen3's down rows staged: one bulk copy (in a loop over the experts) before the
+    # gate-up loads, on an mbarrier the down GEMVs wait on after the grid barrier and
+    # before they read shared memory; the others' are more than shared memory holds
+    copies = re.findall(r"cp\.async\.bulk\.[^ ]*", text)
+    if case.startswith("decode_e128_h2048_i768"):
+        assert copies == ["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"], copies
+        wait = text.index("mbarrier.try_wait")
+        assert text.index("mbarrier.arrive.expect_tx") < text.index("cp.async.bulk") < text.index("ld.global.v4")
+        assert text.rindex("ld.acquire.gpu") < wait < text.index("ld.shared.v4")
+    else:
+        assert copies == [] and "mbarrier" not in text
 
 
 def test_route_falls_back_to_torchs_kernels_off_the_gpu_and_agrees_with_route_slots():
@@ -470,16 +482,19 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
 
 def test_decode_kernel_splits_the_layer_over_the_sms():
     """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
-    (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs; DeepSeek-V3's (8 x 16
-    chunks of 128; blocks of 56 rows) and Mixtral's (2 x 64 chunks of 224; blocks of 32)."""
+    (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs, every expert's 24 KB of
+    down rows staged in shared memory; at 32 slots 9 of them fit. DeepSeek-V3's (8 x 16
+    chunks of 128; blocks of 56 rows: one expert's 224 KB fit) and Mixtral's (2 x 64
+    chunks of 224; blocks of 32: an expert's down rows are more than shared memory holds)."""
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops.decode_kernel import MoeDecode
 
     for (experts, hidden, inter, k, slots), split in (
-            ((128, 2048, 768, 8, 8), (16, 48, 128, 16, 128)), ((32, 7168, 2048, 8, 8), (16, 128, 128, 56, 128)),
-            ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128))):
+            ((128, 2048, 768, 8, 8), (16, 48, 128, 16, 128, 8)), ((32, 7168, 2048, 8, 8), (16, 128, 128, 56, 128, 1)),
+            ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128, 0)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128, 9))):
         kernel = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132)
-        assert (kernel.chunks, kernel.columns, kernel.blocks, kernel.rows, kernel.ctas) == split
+        assert (kernel.chunks, kernel.columns, kernel.blocks, kernel.rows, kernel.ctas, kernel.staged) == split
+    assert MoeDecode(cutlass.BFloat16, 128, 2048, 768, 8, 8, cutlass.Int64, 132, staged_experts=3).staged == 3
 
 
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():
@@ -723,6 +738,20 @@ def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
     out = fused_moe_decode(x, w1, w2, weights, ids)
     assert out.dtype == dtype
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("staged", [0, 1, 3])
+@pytest.mark.parametrize("kind", ["random", "duplicates"])
+def test_decode_stages_the_first_experts_down_rows_and_reads_the_others_through_l2(staged, kind):
+    """Of about a dozen active experts, none, the first or the first three have their
+    down rows in shared memory: each expert's rows from where they are."""
+    experts, hidden, inter, tokens, k = 16, 256, 512, 2, 8
+    w1, w2 = _weights(experts, hidden, inter, seed=staged)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, kind, seed=staged + 1)
+    _check_close(fused_moe_decode(x, w1, w2, weights, ids, staged_experts=staged),
+                 moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

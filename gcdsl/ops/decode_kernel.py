@@ -14,11 +14,16 @@ with the few rows on CUDA cores:
                against the rows of x of the expert's slots (read where they lie);
                silu(gate) * up, rounded to x's type, into act (T k, I), at the slots'
                sorted rows;
+    staging    meanwhile CTA b's down rows (below) of the first active experts, as many
+               as shared memory holds, copied there by one bulk copy an expert (the
+               copy engine, an mbarrier): the down GEMVs' weights stream from HBM
+               beside the gate-up's, not after them;
     barrier    every CTA's act written: each CTA adds one to a counter (release, GPU
-               scope), asks L2 for its down rows (below) of the active experts, to
+               scope), asks L2 for its down rows of the active experts not staged, to
                keep (evict_last), and waits for all (acquire); then it reads act;
     down       CTA b: rows [b rows, (b + 1) rows) of H of every active expert's w2
-               against act's rows of the expert's slots into y (fp32, shared memory);
+               (shared memory or L2) against act's rows of the expert's slots into y
+               (fp32, shared memory);
                then each token's k slots of y weighed and summed in fp32, in slot order
                (the same sum on every run), into out in x's type.
 
@@ -30,13 +35,13 @@ waits for its end before it adds to the counter.
 """
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import cuda.bindings.driver as cuda
 
 import cutlass
 import cutlass.cute as cute
-from cutlass.memory import SmemAllocator
+from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 
 import gcdsl
 
@@ -51,6 +56,7 @@ REGISTERS = 72  # of a lane's 128: for its fp32 sums and the weight loads it has
 VECTOR_REGISTERS = 4  # a 16-byte load's
 LINE = 128  # bytes of an L2 prefetch
 BATCH = 4  # rows of x (or act) an expert of three slots or more takes at once (of two: two)
+HEADER_BYTES = 1024  # shared memory before the staged down rows: the sorted slots, an mbarrier
 
 
 def _divisors(n: int):
@@ -71,8 +77,10 @@ class MoeDecode:
     """The kernel for `ab_dtype` (cutlass.BFloat16 or Float16) weights and activations,
     E `experts`, `hidden` H, `inter` I, `top_k` k, `slots` T k, ids of `id_dtype`
     (cutlass.Int32 or Int64) and `sms` SMs; `early_prefetch`: ask L2 for the down rows
-    before the gate-up GEMVs (else while the CTA waits at the barrier). H and I are
-    multiples of 256 (a warp's 16-byte vectors of a row in whole steps).
+    before the gate-up GEMVs (else while the CTA waits at the barrier); `staged_experts`:
+    at most so many active experts' down rows copied into shared memory while the gate-up
+    GEMVs run (None: as many as it holds). H and I are multiples of 256 (a warp's 16-byte
+    vectors of a row in whole steps).
 
     `__call__` is the host function to `cute.compile`:
         (x, ids, weights, w1, w2, act, counter, out, stream)
@@ -81,7 +89,7 @@ class MoeDecode:
     top-k flattened; counter one Int32, zero when the kernel before this one ends."""
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
-                 sms: int, early_prefetch: bool = False) -> None:
+                 sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None) -> None:
         self.vector = 128 // ab_dtype.width
         step = LANE_VECTORS * self.vector
         if hidden % step or inter % step:
@@ -103,6 +111,11 @@ class MoeDecode:
         self.rows = hidden // self.blocks
         self.ctas = max(most_active * self.chunks, self.blocks)
         self.up_steps, self.down_steps = hidden // step, inter // step  # of a lane, a row
+        # the active experts whose down rows a CTA stages in shared memory, the first ones
+        self.staged_bytes = self.rows * inter * ab_dtype.width // 8  # an expert's, contiguous in w2
+        room = get_smem_capacity_in_bytes("sm_90") - HEADER_BYTES - 4 * slots * self.rows
+        self.staged = min(most_active, room // self.staged_bytes,
+                          most_active if staged_experts is None else staged_experts)
 
     # With `batch` rows of x (or act) at once, 1, 2 or BATCH: how many weight rows (gate-up:
     # columns, each a gate and an up row) a warp reads together and how many 16-byte
@@ -115,6 +128,10 @@ class MoeDecode:
     def _up_columns_and_step(self, batch: int) -> Tuple[int, int]:
         within = self.columns // WARPS if batch == 1 else self._up_columns_and_step(1)[0]
         return _most_loads(within, self.up_steps, 2 * batch * self.vector, 2)
+
+    def _rows_of(self, rows: int, columns: int) -> cute.Layout:
+        """Rows as (vector, columns / vector): a lane's 16 bytes, one of mode 1."""
+        return cute.make_layout((rows, (self.vector, columns // self.vector)), stride=(columns, (1, self.vector)))
 
     def trace_args(self) -> Tuple:
         def ptr(dtype, align):
@@ -130,9 +147,8 @@ class MoeDecode:
                  stream: cuda.CUstream):
         vector, hidden, inter = self.vector, self.hidden, self.inter
 
-        def rows_of(ptr, rows, columns):  # rows as (vector, columns / vector): a lane's 16 bytes, one of mode 1
-            return cute.make_tensor(ptr, cute.make_layout((rows, (vector, columns // vector)),
-                                                          stride=(columns, (1, vector))))
+        def rows_of(ptr, rows, columns):
+            return cute.make_tensor(ptr, self._rows_of(rows, columns))
 
         x, out = rows_of(x_ptr, self.tokens, hidden), rows_of(out_ptr, self.tokens, hidden)
         act = rows_of(act_ptr, self.slots, inter)
@@ -153,6 +169,11 @@ class MoeDecode:
             active_count: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
             active: cute.struct.MemRange[cutlass.Int32, 1]
             y: cute.struct.MemRange[cutlass.Float32, self.slots * self.rows]  # this CTA's rows of each slot
+            staged_full: cute.struct.MemRange[cutlass.Int64, 1]  # the staging copies' mbarrier
+            # this CTA's down rows of the first `staged` active experts, an expert after the other
+            staged: cute.struct.Align[cute.struct.MemRange[self.ab_dtype,
+                                                           max(1, self.staged) * self.staged_bytes * 8
+                                                           // self.ab_dtype.width], 128]
 
         self.shared_storage = SharedStorage
         self.kernel(x, ids, weights, w1, w2, act, counter, out).launch(
@@ -172,6 +193,9 @@ class MoeDecode:
         active_count = storage.active_count.get_tensor(slots)
         active = storage.active.get_tensor(cute.make_layout(1))
         y = storage.y.get_tensor(cute.make_layout((self.slots, self.rows), stride=(self.rows, 1)))
+        staged_full = storage.staged_full.data_ptr()
+        staged = storage.staged.get_tensor(cute.make_layout(max(1, self.staged) * self.staged_bytes * 8
+                                                            // self.ab_dtype.width))
 
         if warp == 0:
             self.route(ids, token, row_of, active_expert, active_first, active_count, active, lane)
@@ -179,6 +203,9 @@ class MoeDecode:
         experts_with_slots = active[0]
         first_row = bidx * self.rows
         has_down_rows = bidx < self.blocks
+        if cutlass.const_expr(self.staged > 0):
+            if has_down_rows and tidx == 0:
+                self.stage_down_rows(w2, staged, staged_full, active_expert, experts_with_slots, first_row)
         if cutlass.const_expr(self.early_prefetch):
             if has_down_rows:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
@@ -204,7 +231,9 @@ class MoeDecode:
         cute.arch.sync_threads()  # every CTA's act written
 
         if has_down_rows:
-            self.down(act, w2, y, active_expert, active_first, active_count, experts_with_slots, first_row,
+            if cutlass.const_expr(self.staged > 0):
+                cute.arch.mbarrier_wait(staged_full, 0)
+            self.down(act, w2, staged, y, active_expert, active_first, active_count, experts_with_slots, first_row,
                       warp, lane)
             cute.arch.sync_threads()  # y written
             self.combine(y, row_of, weights, out, first_row, tidx)
@@ -314,17 +343,42 @@ class MoeDecode:
                                 weights.layout)
 
     @cute.jit
+    def staged_rows(self, staged: cute.Tensor, a: cutlass.Int32) -> cute.Tensor:
+        """This CTA's down rows of the a-th active expert as `stage_down_rows` left them."""
+        return cute.make_tensor(staged.iterator + a * (self.staged_bytes * 8 // self.ab_dtype.width),
+                                self._rows_of(self.rows, self.inter))
+
+    @cute.jit
     def prefetch_down_rows(self, w2: cute.Tensor, active_expert: cute.Tensor, experts_with_slots: cutlass.Int32,
                            first_row: cutlass.Int32, tidx: cutlass.Int32):
-        """This CTA's rows of every active expert's w2 asked of L2, a line a thread at a
-        time, to keep over the lines read once: its down GEMVs then read them from L2."""
-        lines = self.rows * self.inter * (self.ab_dtype.width // 8) // LINE  # an expert's, contiguous
-        for i in cutlass.range(tidx, experts_with_slots * lines, THREADS, unroll=1):
+        """This CTA's rows of every active expert's w2 not staged asked of L2, a line a
+        thread at a time, to keep over the lines read once: its down GEMVs then read them
+        from L2."""
+        lines = self.staged_bytes // LINE  # an expert's, contiguous
+        for i in cutlass.range(self.staged * lines + tidx, experts_with_slots * lines, THREADS, unroll=1):
             rows = self.expert_rows(w2, active_expert[i // lines], self.hidden * self.inter)
             address = rows.iterator.toint() + cutlass.Int64(first_row * self.inter * (self.ab_dtype.width // 8)
                                                             + (i % lines) * LINE)
             line = cute.make_ptr(cutlass.Int8, address, cute.AddressSpace.gmem, assumed_align=LINE)
             prefetch_to_l2_evict_last(line)
+
+    @cute.jit
+    def stage_down_rows(self, w2: cute.Tensor, staged: cute.Tensor, staged_full: cute.Pointer,
+                        active_expert: cute.Tensor, experts_with_slots: cutlass.Int32, first_row: cutlass.Int32):
+        """This CTA's down rows of the first `staged` active experts into shared memory, a
+        bulk copy an expert, all counted on the `staged_full` mbarrier (by one thread)."""
+        elements = self.staged_bytes * 8 // self.ab_dtype.width
+        copies = cutlass.min(experts_with_slots, self.staged)
+        bulk = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
+                                   num_bits_per_copy=self.staged_bytes * 8)
+        cute.arch.mbarrier_init(staged_full, 1)
+        cute.arch.mbarrier_init_fence()
+        cute.arch.mbarrier_arrive_and_expect_tx(staged_full, copies * self.staged_bytes)
+        for a in cutlass.range(copies, unroll=1):
+            rows = self.expert_rows(w2, active_expert[a], self.hidden * self.inter)
+            source = cute.make_tensor(rows.iterator + first_row * self.inter, cute.make_layout(elements))
+            cute.copy(bulk, source, cute.make_tensor(self.staged_rows(staged, a).iterator, cute.make_layout(elements)),
+                      mbar_ptr=staged_full)
 
     @cute.jit
     def wait_for_all(self, counter: cute.Tensor):
@@ -339,23 +393,38 @@ class MoeDecode:
         cute.arch.fence_acq_rel_gpu()
 
     @cute.jit
-    def down(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, active_expert: cute.Tensor,
-             active_first: cute.Tensor, active_count: cute.Tensor, experts_with_slots: cutlass.Int32,
-             first_row: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32):
+    def down(self, act: cute.Tensor, w2: cute.Tensor, staged: cute.Tensor, y: cute.Tensor,
+             active_expert: cute.Tensor, active_first: cute.Tensor, active_count: cute.Tensor,
+             experts_with_slots: cutlass.Int32, first_row: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32):
         """y[slot, row] = act[slot] . w2[e, first_row + row] for every slot of each active
-        expert e and each of this CTA's rows: a warp `unit_rows` rows of one expert."""
+        expert e and each of this CTA's rows: a warp `unit_rows` rows of one expert, from
+        shared memory where they are staged."""
         unit_rows, _ = self._down_rows_and_step(1)
         units = self.rows // unit_rows
         for unit in cutlass.range(warp, experts_with_slots * units, WARPS, unroll=1):
-            a, row = unit // units, first_row + unit % units * unit_rows
-            weights = self.expert_rows(w2, active_expert[a], self.hidden * self.inter)
+            a, row = unit // units, unit % units * unit_rows  # (row: of this CTA's)
             first, count = active_first[a], active_count[a]
-            if count == 1:
-                self.down_rows(act, weights, y, first, count, row, first_row, unit_rows, lane, 1)
-            elif count == 2:
-                self.down_in_parts(act, weights, y, first, count, row, first_row, unit_rows, lane, 2)
+            if cutlass.const_expr(self.staged > 0):
+                if a < self.staged:
+                    self.down_unit(act, self.staged_rows(staged, a), y, first, count, row, 0, unit_rows, lane)
+                else:
+                    self.down_unit(act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y,
+                                   first, count, first_row + row, first_row, unit_rows, lane)
             else:
-                self.down_in_parts(act, weights, y, first, count, row, first_row, unit_rows, lane, BATCH)
+                self.down_unit(act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y,
+                               first, count, first_row + row, first_row, unit_rows, lane)
+
+    @cute.jit
+    def down_unit(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
+                  count: cutlass.Int32, row: cutlass.Int32, first_row: cutlass.Int32, unit_rows: int,
+                  lane: cutlass.Int32):
+        """A warp's unit: rows [row, row + unit_rows) of w2 (y's from row - first_row)."""
+        if count == 1:
+            self.down_rows(act, w2, y, first, count, row, first_row, unit_rows, lane, 1)
+        elif count == 2:
+            self.down_in_parts(act, w2, y, first, count, row, first_row, unit_rows, lane, 2)
+        else:
+            self.down_in_parts(act, w2, y, first, count, row, first_row, unit_rows, lane, BATCH)
 
     @cute.jit
     def down_in_parts(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,

@@ -126,12 +126,15 @@ def decode_applies(experts: int, hidden: int, inter: int, slots: int) -> bool:
 
 
 def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                     topk_ids: torch.Tensor, *, early_prefetch: bool = False) -> torch.Tensor:
+                     topk_ids: torch.Tensor, *, early_prefetch: bool = False,
+                     staged_experts: Optional[int] = None) -> torch.Tensor:
     """`fused_moe` by the decode kernel (`decode_kernel`), whatever the slot count: both
     GEMMs as GEMVs on CUDA cores, one kernel after the routing's. w1 and w2 contiguous;
     H and I multiples of 256; at most `decode_kernel.MAX_SLOTS` slots (T k).
     `early_prefetch=True`: each CTA asks L2 for its down rows before its gate-up GEMVs,
-    not at the barrier (W8 times both)."""
+    not at the barrier; `staged_experts`: at most so many active experts' down rows
+    staged in each CTA's shared memory beside the gate-up GEMVs, the rest read through L2
+    (None: as many as shared memory holds; W8 times 0 too)."""
     from .decode_kernel import MAX_SLOTS
 
     _check(x, w1, w2, topk_weights, topk_ids)
@@ -151,10 +154,14 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
                  f"{ROUTE_MAX_EXPERTS} experts", param="w1", hint="call gcdsl.ops.fused_moe")
         fail(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of 256 columns", param="w1",
              hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
-    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch)
+    if staged_experts is not None and staged_experts < 0:
+        fail(f"staged_experts = {staged_experts}: a count of experts, 0 or more (None: as many as fit)",
+             param="staged_experts", hint="pass 0 to stage none, None for as many as shared memory holds")
+    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
 
 
-def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False) -> torch.Tensor:
+def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
+            staged_experts: Optional[int] = None) -> torch.Tensor:
     """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
     which here checks the ids and zeroes the decode kernel's barrier counter: the decode
     kernel starts while it runs and waits for it only at its barrier."""
@@ -175,8 +182,9 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False) -> 
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[ids.dtype]
     _, kernel = _compiled(("decode", x.dtype, experts, hidden, inter, top_k, total, ids.dtype, sms, early_prefetch,
-                           index),
-                          lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms, early_prefetch),
+                           staged_experts, index),
+                          lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms, early_prefetch,
+                                            staged_experts),
                           index)
     counter = _scratch(1, 1, x, torch.int32)[0]  # zeroed by `route`'s kernel
     route(ids.view(tokens, top_k), experts, zeros=counter)
