@@ -494,6 +494,10 @@ def test_decode_kernel_splits_the_layer_over_the_sms():
             ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128, 0)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128, 9))):
         kernel = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132)
         assert (kernel.chunks, kernel.columns, kernel.blocks, kernel.rows, kernel.ctas, kernel.staged) == split
+        for staged in (None, 0):  # (a CTA's shared memory as launched: within the SM's, staging or not)
+            shared = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132,
+                               staged_experts=staged).shared_bytes
+            assert shared <= 232448 and (staged != 0 or shared < 8192), shared
     assert MoeDecode(cutlass.BFloat16, 128, 2048, 768, 8, 8, cutlass.Int64, 132, staged_experts=3).staged == 3
 
 

@@ -116,6 +116,8 @@ class MoeDecode:
         room = get_smem_capacity_in_bytes("sm_90") - HEADER_BYTES - 4 * slots * self.rows
         self.staged = min(most_active, room // self.staged_bytes,
                           most_active if staged_experts is None else staged_experts)
+        self.shared_bytes = self._shared_storage().size_in_bytes()
+        assert self.shared_bytes <= get_smem_capacity_in_bytes("sm_90"), self.shared_bytes  # (HEADER_BYTES is short)
 
     # With `batch` rows of x (or act) at once, 1, 2 or BATCH: how many weight rows (gate-up:
     # columns, each a gate and an up row) a warp reads together and how many 16-byte
@@ -128,6 +130,28 @@ class MoeDecode:
     def _up_columns_and_step(self, batch: int) -> Tuple[int, int]:
         within = self.columns // WARPS if batch == 1 else self._up_columns_and_step(1)[0]
         return _most_loads(within, self.up_steps, 2 * batch * self.vector, 2)
+
+    def _shared_storage(self) -> type:
+        """The CTA's shared memory, a cute.struct (built here, outside a trace, so that
+        `__init__` can size it)."""
+        fields = {
+            "token": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],  # the token of each sorted slot
+            "row_of": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],  # the sorted row of each slot
+            # the experts with a slot, in id order: the expert, its first sorted slot, its slots
+            "active_expert": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],
+            "active_first": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],
+            "active_count": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],
+            "active": cute.struct.MemRange[cutlass.Int32, 1],
+            "y": cute.struct.MemRange[cutlass.Float32, self.slots * self.rows],  # this CTA's rows of each slot
+            "staged_full": cute.struct.MemRange[cutlass.Int64, 1],  # the staging copies' mbarrier
+            # this CTA's down rows of the first `staged` active experts, an expert after the other
+            "staged": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, self._staged_elements()], 128],
+        }
+        return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
+
+    def _staged_elements(self) -> int:
+        """The staging buffer's elements (a 16-byte vector's where none are staged)."""
+        return max(self.vector, self.staged * self.staged_bytes * 8 // self.ab_dtype.width)
 
     def _rows_of(self, rows: int, columns: int) -> cute.Layout:
         """Rows as (vector, columns / vector): a lane's 16 bytes, one of mode 1."""
@@ -159,23 +183,7 @@ class MoeDecode:
         weights = cute.make_tensor(weight_ptr, cute.make_layout(self.slots))
         counter = cute.make_tensor(counter_ptr, cute.make_layout(1))
 
-        @cute.struct
-        class SharedStorage:
-            token: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]  # the token of each sorted slot
-            row_of: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]  # the sorted row of each slot
-            # the experts with a slot, in id order: the expert, its first sorted slot, its slots
-            active_expert: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
-            active_first: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
-            active_count: cute.struct.MemRange[cutlass.Int32, MAX_SLOTS]
-            active: cute.struct.MemRange[cutlass.Int32, 1]
-            y: cute.struct.MemRange[cutlass.Float32, self.slots * self.rows]  # this CTA's rows of each slot
-            staged_full: cute.struct.MemRange[cutlass.Int64, 1]  # the staging copies' mbarrier
-            # this CTA's down rows of the first `staged` active experts, an expert after the other
-            staged: cute.struct.Align[cute.struct.MemRange[self.ab_dtype,
-                                                           max(1, self.staged) * self.staged_bytes * 8
-                                                           // self.ab_dtype.width], 128]
-
-        self.shared_storage = SharedStorage
+        self.shared_storage = self._shared_storage()
         self.kernel(x, ids, weights, w1, w2, act, counter, out).launch(
             grid=(self.ctas, 1, 1), block=(THREADS, 1, 1), min_blocks_per_mp=1, stream=stream, use_pdl=True)
 
@@ -194,8 +202,7 @@ class MoeDecode:
         active = storage.active.get_tensor(cute.make_layout(1))
         y = storage.y.get_tensor(cute.make_layout((self.slots, self.rows), stride=(self.rows, 1)))
         staged_full = storage.staged_full.data_ptr()
-        staged = storage.staged.get_tensor(cute.make_layout(max(1, self.staged) * self.staged_bytes * 8
-                                                            // self.ab_dtype.width))
+        staged = storage.staged.get_tensor(cute.make_layout(self._staged_elements()))
 
         if warp == 0:
             self.route(ids, token, row_of, active_expert, active_first, active_count, active, lane)
