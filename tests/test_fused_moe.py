@@ -483,22 +483,25 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
 def test_decode_kernel_splits_the_layer_over_the_sms():
     """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
     (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs, every expert's 24 KB of
-    down rows staged in shared memory; at 32 slots 9 of them fit. DeepSeek-V3's (8 x 16
-    chunks of 128; blocks of 56 rows: one expert's 224 KB fit) and Mixtral's (2 x 64
-    chunks of 224; blocks of 32: an expert's down rows are more than shared memory holds)."""
+    down rows staged in shared memory; at 32 slots 9 of them would fit, so none are
+    staged (unless asked). DeepSeek-V3's (8 x 16 chunks of 128; blocks of 56 rows: one
+    expert's 224 KB would fit) and Mixtral's (2 x 64 chunks of 224; blocks of 32: an
+    expert's down rows are more than shared memory holds): none."""
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops.decode_kernel import MoeDecode
 
     for (experts, hidden, inter, k, slots), split in (
-            ((128, 2048, 768, 8, 8), (16, 48, 128, 16, 128, 8)), ((32, 7168, 2048, 8, 8), (16, 128, 128, 56, 128, 1)),
-            ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128, 0)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128, 9))):
+            ((128, 2048, 768, 8, 8), (16, 48, 128, 16, 128, 8)), ((32, 7168, 2048, 8, 8), (16, 128, 128, 56, 128, 0)),
+            ((8, 4096, 14336, 2, 2), (64, 224, 128, 32, 128, 0)), ((128, 2048, 768, 8, 32), (4, 192, 128, 16, 128, 0))):
         kernel = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132)
         assert (kernel.chunks, kernel.columns, kernel.blocks, kernel.rows, kernel.ctas, kernel.staged) == split
-        for staged in (None, 0):  # (a CTA's shared memory as launched: within the SM's, staging or not)
+        for staged in (None, 0, 32):  # (a CTA's shared memory as launched: within the SM's, staging or not)
             shared = MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, slots, cutlass.Int64, 132,
                                staged_experts=staged).shared_bytes
             assert shared <= 232448 and (staged != 0 or shared < 8192), shared
-    assert MoeDecode(cutlass.BFloat16, 128, 2048, 768, 8, 8, cutlass.Int64, 132, staged_experts=3).staged == 3
+    for slots, asked, staged in ((8, 3, 3), (32, 16, 9), (32, 2, 2)):
+        assert MoeDecode(cutlass.BFloat16, 128, 2048, 768, 8, slots, cutlass.Int64, 132,
+                         staged_experts=asked).staged == staged
 
 
 def test_validate_reads_the_ids_and_names_the_first_bad_slot():

@@ -151,13 +151,15 @@ def _one_kernel_configs(results: Results) -> List[str]:
             md_table(["shape", "tokens", *(v[len("one kernel "):] for v in forced)], table), ""]
 
 
-DECODE_FORMS = ("decode", "decode early prefetch", "one kernel default")  # W8_decode.json's forced variants
+# W8_decode.json's forced variants
+DECODE_FORMS = ("decode", "decode early prefetch", "decode unstaged", "one kernel default")
 
 
 def region_w8_decode(results: Results) -> Optional[str]:
-    """`W8_decode.json` (`--forced "decode,decode early prefetch,one kernel default"`):
-    the decode kernel against the one tensor-core kernel at a few tokens, graph replays,
-    and the form `fused_moe` took at each point: the data for `DECODE_MAX_WEIGHT_BYTES`."""
+    """`W8_decode.json` (`--forced` DECODE_FORMS): the decode kernel against the one
+    tensor-core kernel at a few tokens, graph replays, and the form `fused_moe` took at
+    each point: the data for `DECODE_MAX_WEIGHT_BYTES`; and against itself without down
+    rows staged in shared memory."""
     if "W8_decode" not in results:
         return None
     source = results["W8_decode"]
@@ -168,21 +170,23 @@ def region_w8_decode(results: Results) -> Optional[str]:
         bound = next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (s, t)
                       and r.get("bound_us")), None)
         cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *DECODE_FORMS, "fused_moe")]
-        one, decode = us.get("one kernel default"), us.get("decode")
+        one, decode, unstaged = us.get("one kernel default"), us.get("decode"), us.get("decode unstaged")
         cells.append(ratio(one / decode) if one and decode else "-")
+        cells.append(ratio(unstaged / decode) if unstaged and decode else "-")
         cells.append(pct(bound / us["decode"]) if bound and decode else "-")
         table.append(cells)
     config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
     return "\n".join([
         f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --variants torch,fused_moe --forced "
-        f"\"decode,decode early prefetch,one kernel default\" --json W8_decode` (at `{commit}`): microseconds per "
+        f"\"{','.join(DECODE_FORMS)}\" --json W8_decode` (at `{commit}`): microseconds per "
         f"layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls. "
         "*decode*: `fused_moe_decode`; *decode early prefetch*: the same with each CTA's down rows asked of L2 "
-        "before its gate-up GEMVs; *one kernel default*: `fused_moe_megakernel` with its rules' configuration; "
-        "*fused_moe*: the form `fused_moe` takes there. Ratio = one kernel / decode (above 1 the decode kernel "
-        "is faster); HBM fraction of the decode kernel's layer:", "",
+        "before its gate-up GEMVs; *decode unstaged*: the same with no down rows staged in shared memory "
+        "(`staged_experts=0`); *one kernel default*: `fused_moe_megakernel` with its rules' configuration; "
+        "*fused_moe*: the form `fused_moe` takes there. Ratios above 1: the decode kernel is faster than the one "
+        "kernel, staging faster than none; HBM fraction of the decode kernel's layer:", "",
         md_table(["shape", "tokens", "torch", *DECODE_FORMS, "fused_moe", "one kernel / decode",
-                  "HBM fraction, decode"], table)])
+                  "unstaged / decode", "HBM fraction, decode"], table)])
 
 
 # W8_phases.json: the phases whose spread over the CTAs the region shows (`hopper_grouped_gemm.PHASES`)

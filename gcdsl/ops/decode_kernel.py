@@ -14,10 +14,10 @@ with the few rows on CUDA cores:
                against the rows of x of the expert's slots (read where they lie);
                silu(gate) * up, rounded to x's type, into act (T k, I), at the slots'
                sorted rows;
-    staging    meanwhile CTA b's down rows (below) of the first active experts, as many
-               as shared memory holds, copied there by one bulk copy an expert (the
-               copy engine, an mbarrier): the down GEMVs' weights stream from HBM
-               beside the gate-up's, not after them;
+    staging    meanwhile, where shared memory holds them, CTA b's down rows (below) of
+               every active expert, copied there by one bulk copy an expert (the copy
+               engine, an mbarrier): the down GEMVs' weights stream from HBM beside the
+               gate-up's, not after them;
     barrier    every CTA's act written: each CTA adds one to a counter (release, GPU
                scope), asks L2 for its down rows of the active experts not staged, to
                keep (evict_last), and waits for all (acquire); then it reads act;
@@ -79,8 +79,8 @@ class MoeDecode:
     (cutlass.Int32 or Int64) and `sms` SMs; `early_prefetch`: ask L2 for the down rows
     before the gate-up GEMVs (else while the CTA waits at the barrier); `staged_experts`:
     at most so many active experts' down rows copied into shared memory while the gate-up
-    GEMVs run (None: as many as it holds). H and I are multiples of 256 (a warp's 16-byte
-    vectors of a row in whole steps).
+    GEMVs run (None: every active expert's where they all fit, else none). H and I are
+    multiples of 256 (a warp's 16-byte vectors of a row in whole steps).
 
     `__call__` is the host function to `cute.compile`:
         (x, ids, weights, w1, w2, act, counter, out, stream)
@@ -111,11 +111,16 @@ class MoeDecode:
         self.rows = hidden // self.blocks
         self.ctas = max(most_active * self.chunks, self.blocks)
         self.up_steps, self.down_steps = hidden // step, inter // step  # of a lane, a row
-        # the active experts whose down rows a CTA stages in shared memory, the first ones
+        # the active experts whose down rows a CTA stages in shared memory, the first ones:
+        # by default all that the slots can reach or none (W8: staging some and reading the
+        # others through L2 was slower than staging none)
         self.staged_bytes = self.rows * inter * ab_dtype.width // 8  # an expert's, contiguous in w2
         room = get_smem_capacity_in_bytes("sm_90") - HEADER_BYTES - 4 * slots * self.rows
-        self.staged = min(most_active, room // self.staged_bytes,
-                          most_active if staged_experts is None else staged_experts)
+        fit = room // self.staged_bytes
+        if staged_experts is None:
+            self.staged = most_active if most_active <= fit else 0
+        else:
+            self.staged = min(most_active, fit, staged_experts)
         self.shared_bytes = self._shared_storage().size_in_bytes()
         assert self.shared_bytes <= get_smem_capacity_in_bytes("sm_90"), self.shared_bytes  # (HEADER_BYTES is short)
 

@@ -134,7 +134,8 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     `early_prefetch=True`: each CTA asks L2 for its down rows before its gate-up GEMVs,
     not at the barrier; `staged_experts`: at most so many active experts' down rows
     staged in each CTA's shared memory beside the gate-up GEMVs, the rest read through L2
-    (None: as many as shared memory holds; W8 times 0 too)."""
+    (None: every active expert's where shared memory holds them all, else none; W8 times
+    0 too)."""
     from .decode_kernel import MAX_SLOTS
 
     _check(x, w1, w2, topk_weights, topk_ids)
@@ -156,7 +157,7 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
              hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
     if staged_experts is not None and staged_experts < 0:
         fail(f"staged_experts = {staged_experts}: a count of experts, 0 or more (None: as many as fit)",
-             param="staged_experts", hint="pass 0 to stage none, None for as many as shared memory holds")
+             param="staged_experts", hint="pass 0 to stage none, None for the kernel's rule")
     return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
 
 
