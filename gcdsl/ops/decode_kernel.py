@@ -156,7 +156,7 @@ class MoeDecode:
 
     def _staged_elements(self) -> int:
         """The staging buffer's elements (a 16-byte vector's where none are staged)."""
-        return max(self.vector, self.staged * self.staged_bytes * 8 // self.ab_dtype.width)
+        return max(self.vector, self.staged * self.rows * self.inter)
 
     def _rows_of(self, rows: int, columns: int) -> cute.Layout:
         """Rows as (vector, columns / vector): a lane's 16 bytes, one of mode 1."""
@@ -357,8 +357,7 @@ class MoeDecode:
     @cute.jit
     def staged_rows(self, staged: cute.Tensor, a: cutlass.Int32) -> cute.Tensor:
         """This CTA's down rows of the a-th active expert as `stage_down_rows` left them."""
-        return cute.make_tensor(staged.iterator + a * (self.staged_bytes * 8 // self.ab_dtype.width),
-                                self._rows_of(self.rows, self.inter))
+        return cute.make_tensor(staged.iterator + a * (self.rows * self.inter), self._rows_of(self.rows, self.inter))
 
     @cute.jit
     def prefetch_down_rows(self, w2: cute.Tensor, active_expert: cute.Tensor, experts_with_slots: cutlass.Int32,
@@ -379,7 +378,7 @@ class MoeDecode:
                         active_expert: cute.Tensor, experts_with_slots: cutlass.Int32, first_row: cutlass.Int32):
         """This CTA's down rows of the first `staged` active experts into shared memory, a
         bulk copy an expert, all counted on the `staged_full` mbarrier (by one thread)."""
-        elements = self.staged_bytes * 8 // self.ab_dtype.width
+        elements = self.rows * self.inter  # an expert's
         copies = cutlass.min(experts_with_slots, self.staged)
         bulk = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
                                    num_bits_per_copy=self.staged_bytes * 8)
