@@ -170,7 +170,13 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                   "total += weights[t * k] * y[(row_of[t * k + j], row)]"),
     # the down rows staged in shared memory: read as the next expert's, copied a block
     # off, one expert read from shared memory past the ones copied there
-    "decode_staged_rows_read_as_the_next_experts": ("self.staged_rows(staged, a), y", "self.staged_rows(staged, a + 1), y"),
+    "decode_staged_rows_read_as_the_next_experts": ("staged_rows = self.staged_rows(staged, a)\n",
+                                                    "staged_rows = self.staged_rows(staged, a + 1)\n"),
+    # ... and their sums reduced together: a lane keeping the lower half, the wrong lane storing
+    "decode_reduce_scatter_keeps_the_lower_half": ("keep = cutlass.select_(upper, values[half + j], values[j])",
+                                                   "keep = values[j]"),
+    "decode_staged_sum_stored_by_the_wrong_lane": ("held = lane >> (6 - (rows * batch).bit_length())",
+                                                   "held = lane >> (5 - (rows * batch).bit_length())"),
     "decode_staged_rows_copied_one_row_on": ("rows.iterator + first_row * self.inter",
                                              "rows.iterator + (first_row + 1) * self.inter"),
     "decode_reads_one_expert_past_the_staged": ("                if a < self.staged:", "                if a <= self.staged:"),
@@ -207,7 +213,8 @@ FOCUS: Dict[str, str] = {
                     "decode_down_rows_one_block_on", "decode_combine_first_slots_weight_for_all")},
     **{name: "decode_stages or decode_against_float32 and e16_h256_i512"
        for name in ("decode_staged_rows_read_as_the_next_experts", "decode_staged_rows_copied_one_row_on",
-                    "decode_reads_one_expert_past_the_staged")},
+                    "decode_reads_one_expert_past_the_staged", "decode_reduce_scatter_keeps_the_lower_half",
+                    "decode_staged_sum_stored_by_the_wrong_lane")},
     "decode_barrier_one_cta_short": "decode_barrier_holds",
     # (a counter added to before the routing kernel zeroes it: the PTX test sees the order)
     "decode_no_wait_for_the_routing_grid": "decode_kernel_streams or decode_against_float32 and e16_h256_i512",

@@ -748,15 +748,17 @@ def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("staged", [0, 1, 3])
+@pytest.mark.parametrize("shape", [(16, 256, 512), (16, 2048, 256)])
+@pytest.mark.parametrize("staged", [None, 0, 1, 3])
 @pytest.mark.parametrize("kind", ["random", "duplicates"])
-def test_decode_stages_the_first_experts_down_rows_and_reads_the_others_through_l2(staged, kind):
-    """Of about a dozen active experts, none, the first or the first three have their
-    down rows in shared memory: each expert's rows from where they are."""
-    experts, hidden, inter, tokens, k = 16, 256, 512, 2, 8
-    w1, w2 = _weights(experts, hidden, inter, seed=staged)
+def test_decode_stages_the_first_experts_down_rows_and_reads_the_others_through_l2(shape, staged, kind):
+    """Of about a dozen active experts all, none, the first or the first three have
+    their down rows in shared memory: each expert's rows from where they are, a warp's
+    2 (H 256) or 8 (H 2048) staged rows of experts of 1, 2 and more slots at once."""
+    (experts, hidden, inter), tokens, k = shape, 2, 8
+    w1, w2 = _weights(experts, hidden, inter, seed=staged or 0)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
-    weights, ids = _routing(tokens, experts, k, kind, seed=staged + 1)
+    weights, ids = _routing(tokens, experts, k, kind, seed=(staged or 0) + 1)
     _check_close(fused_moe_decode(x, w1, w2, weights, ids, staged_experts=staged),
                  moe_experts_reference(x, w1, w2, weights, ids))
 

@@ -23,7 +23,8 @@ with the few rows on CUDA cores:
                keep (evict_last), and waits for all (acquire); then it reads act;
     down       CTA b: rows [b rows, (b + 1) rows) of H of every active expert's w2
                (shared memory or L2) against act's rows of the expert's slots into y
-               (fp32, shared memory);
+               (fp32, shared memory); a warp takes 8 staged rows at once and reduces
+               their sums over its lanes together (`reduce_scatter`);
                then each token's k slots of y weighed and summed in fp32, in slot order
                (the same sum on every run), into out in x's type.
 
@@ -56,6 +57,7 @@ REGISTERS = 72  # of a lane's 128: for its fp32 sums and the weight loads it has
 VECTOR_REGISTERS = 4  # a 16-byte load's
 LINE = 128  # bytes of an L2 prefetch
 BATCH = 4  # rows of x (or act) an expert of three slots or more takes at once (of two: two)
+STAGED_UNIT_ROWS = 8  # rows of a staged expert a warp takes at once (their sums reduced together)
 HEADER_BYTES = 1024  # shared memory before the staged down rows: the sorted slots, an mbarrier
 
 
@@ -131,6 +133,14 @@ class MoeDecode:
     def _down_rows_and_step(self, batch: int) -> Tuple[int, int]:
         within = self.rows if batch == 1 else self._down_rows_and_step(1)[0]
         return _most_loads(within, self.down_steps, batch * self.vector, 1)
+
+    def _down_unit_rows(self) -> int:
+        """Rows of one expert a warp takes at once in the down GEMVs: up to STAGED_UNIT_ROWS
+        where they are staged in shared memory (their sums reduced together), else as
+        many as have their loads in flight at once."""
+        if self.staged > 0:
+            return max(r for r in (1, 2, 4, STAGED_UNIT_ROWS) if self.rows % r == 0)
+        return self._down_rows_and_step(1)[0]
 
     def _up_columns_and_step(self, batch: int) -> Tuple[int, int]:
         within = self.columns // WARPS if batch == 1 else self._up_columns_and_step(1)[0]
@@ -297,12 +307,8 @@ class MoeDecode:
                 warp: cutlass.Int32, lane: cutlass.Int32):
         """act[first .. first + count, first_column + this chunk's columns] for `expert`."""
         weights = self.expert_rows(w1, expert, 2 * self.inter * self.hidden)
-        if count == 1:
-            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, 1)
-        elif count == 2:
-            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, 2)
-        else:
-            self.gate_up_rows(x, token, weights, act, first, count, first_column, warp, lane, BATCH)
+        self.by_batch(count, lambda batch: self.gate_up_rows(x, token, weights, act, first, count, first_column,
+                                                             warp, lane, batch))
 
     @cute.jit
     def gate_up_rows(self, x: cute.Tensor, token: cute.Tensor, w1: cute.Tensor, act: cute.Tensor,
@@ -410,14 +416,16 @@ class MoeDecode:
         """y[slot, row] = act[slot] . w2[e, first_row + row] for every slot of each active
         expert e and each of this CTA's rows: a warp `unit_rows` rows of one expert, from
         shared memory where they are staged."""
-        unit_rows, _ = self._down_rows_and_step(1)
+        unit_rows = self._down_unit_rows()
         units = self.rows // unit_rows
         for unit in cutlass.range(warp, experts_with_slots * units, WARPS, unroll=1):
             a, row = unit // units, unit % units * unit_rows  # (row: of this CTA's)
             first, count = active_first[a], active_count[a]
             if cutlass.const_expr(self.staged > 0):
                 if a < self.staged:
-                    self.down_unit(act, self.staged_rows(staged, a), y, first, count, row, 0, unit_rows, lane)
+                    staged_rows = self.staged_rows(staged, a)
+                    self.by_batch(count, lambda batch: self.down_staged_rows(act, staged_rows, y, first, count, row,
+                                                                            unit_rows, lane, batch))
                 else:
                     self.down_unit(act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y,
                                    first, count, first_row + row, first_row, unit_rows, lane)
@@ -430,12 +438,68 @@ class MoeDecode:
                   count: cutlass.Int32, row: cutlass.Int32, first_row: cutlass.Int32, unit_rows: int,
                   lane: cutlass.Int32):
         """A warp's unit: rows [row, row + unit_rows) of w2 (y's from row - first_row)."""
+        self.by_batch(count, lambda batch: self.down_in_parts(act, w2, y, first, count, row, first_row, unit_rows,
+                                                              lane, batch))
+
+    @cute.jit
+    def by_batch(self, count: cutlass.Int32, run):
+        """run(batch) for an expert of `count` slots: its rows of x (or act) 1, 2 or BATCH at once."""
         if count == 1:
-            self.down_rows(act, w2, y, first, count, row, first_row, unit_rows, lane, 1)
+            run(1)
         elif count == 2:
-            self.down_in_parts(act, w2, y, first, count, row, first_row, unit_rows, lane, 2)
+            run(2)
         else:
-            self.down_in_parts(act, w2, y, first, count, row, first_row, unit_rows, lane, BATCH)
+            run(BATCH)
+
+    @cute.jit
+    def down_staged_rows(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
+                         count: cutlass.Int32, row: cutlass.Int32, rows: int, lane: cutlass.Int32, batch: int):
+        """y[slot, row + q] = act[slot] . w2[row + q] for q < rows, w2 a staged expert's rows in
+        shared memory: a lane's fp32 sum of its vectors' products for each (row, slot),
+        then the warp's sums of all of them reduced together (`reduce_scatter`)."""
+        for done in cutlass.range(0, count, batch, unroll=1):
+            slots = [first + cutlass.min(done + r, count - 1) for r in range(batch)]
+            sums = cute.make_rmem_tensor((rows, batch), cutlass.Float32)
+            sums.fill(0.0)
+            for step in cutlass.range_constexpr(self.down_steps):
+                vec = lane + LANE_VECTORS * step
+                ws = [w2[(row + q, (None, vec))].load().to(cutlass.Float32) for q in range(rows)]
+                for r in cutlass.range_constexpr(batch):
+                    ar = act[(slots[r], (None, vec))].load().to(cutlass.Float32)
+                    for q in cutlass.range_constexpr(rows):
+                        total = sums[(q, r)]
+                        for e in cutlass.range_constexpr(self.vector):
+                            total = total + ws[q][e] * ar[e]
+                        sums[(q, r)] = total
+            total = self.reduce_scatter([sums[(q, r)] for q in range(rows) for r in range(batch)], lane)
+            # (rows x batch sums: a power of two, at most 32) the one whose total this lane holds
+            held = lane >> (6 - (rows * batch).bit_length())
+            held_row, held_slot = held // batch, held % batch
+            if lane % (32 // (rows * batch)) == 0 and done + held_slot < count:
+                y[(first + done + held_slot, row + held_row)] = total
+
+    def reduce_scatter(self, values: list, lane: cutlass.Int32) -> cutlass.Float32:
+        """The warp's sum of each of a lane's `values` (a power of two of them, up to 32):
+        at each butterfly step a lane keeps half the values (the upper half where its
+        lane bit of that step is set) and adds its partner's of the same half, so that
+        after log2(n) steps lane l holds value l >> (5 - log2 n), and the remaining steps
+        sum it over the lanes that share it: n - 1 + 5 - log2(n) shuffles, not 5 n. (Plain
+        Python, unrolled as it is traced.)"""
+        offset = 16
+        while len(values) > 1:
+            half = len(values) // 2
+            upper = (lane & offset) != 0
+            kept = []
+            for j in range(half):
+                keep = cutlass.select_(upper, values[half + j], values[j])
+                give = cutlass.select_(upper, values[j], values[half + j])
+                kept.append(keep + cute.arch.shuffle_sync_bfly(give, offset))
+            values, offset = kept, offset // 2
+        total = values[0]
+        while offset >= 1:
+            total = total + cute.arch.shuffle_sync_bfly(total, offset)
+            offset //= 2
+        return total
 
     @cute.jit
     def down_in_parts(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
