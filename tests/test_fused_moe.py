@@ -475,6 +475,11 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
             with pytest.raises(GcdslError) as info:
                 fused_moe_decode(*args)
             errors.append(info.value)
+        for staged in (-1, 2.5):
+            with pytest.raises(GcdslError) as info:
+                fused_moe_decode(x, w1, w2, weights, ids, staged_experts=staged)
+            cases.append((None, "staged_experts", "a count of experts"))
+            errors.append(info.value)
     for (_, param, words), err in zip(cases, errors):
         assert err.param == param and words in err.message, err.message
         assert err.location.filename == __file__

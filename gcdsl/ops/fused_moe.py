@@ -155,8 +155,8 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
                  f"{ROUTE_MAX_EXPERTS} experts", param="w1", hint="call gcdsl.ops.fused_moe")
         fail(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of 256 columns", param="w1",
              hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
-    if staged_experts is not None and staged_experts < 0:
-        fail(f"staged_experts = {staged_experts}: a count of experts, 0 or more (None: as many as fit)",
+    if staged_experts is not None and (not isinstance(staged_experts, int) or staged_experts < 0):
+        fail(f"staged_experts = {staged_experts!r}: a count of experts, 0 or more (None: the kernel's rule)",
              param="staged_experts", hint="pass 0 to stage none, None for the kernel's rule")
     return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
 
