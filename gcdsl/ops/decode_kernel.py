@@ -116,15 +116,15 @@ class MoeDecode:
         # the active experts whose down rows a CTA stages in shared memory, the first ones:
         # by default all that the slots can reach or none (W8: staging some and reading the
         # others through L2 was slower than staging none)
-        self.staged_bytes = self.rows * inter * ab_dtype.width // 8  # an expert's, contiguous in w2
-        room = get_smem_capacity_in_bytes("sm_90") - HEADER_BYTES - 4 * slots * self.rows
-        fit = room // self.staged_bytes
+        self.block_bytes = self.rows * inter * ab_dtype.width // 8  # a CTA's down rows of an expert, contiguous
+        capacity = get_smem_capacity_in_bytes("sm_90")
+        fit = (capacity - HEADER_BYTES - 4 * slots * self.rows) // self.block_bytes
         if staged_experts is None:
             self.staged = most_active if most_active <= fit else 0
         else:
             self.staged = min(most_active, fit, staged_experts)
         self.shared_bytes = self._shared_storage().size_in_bytes()
-        assert self.shared_bytes <= get_smem_capacity_in_bytes("sm_90"), self.shared_bytes  # (HEADER_BYTES is short)
+        assert self.shared_bytes <= capacity, self.shared_bytes  # (HEADER_BYTES is short)
 
     # With `batch` rows of x (or act) at once, 1, 2 or BATCH: how many weight rows (gate-up:
     # columns, each a gate and an up row) a warp reads together and how many 16-byte
@@ -371,7 +371,7 @@ class MoeDecode:
         """This CTA's rows of every active expert's w2 not staged asked of L2, a line a
         thread at a time, to keep over the lines read once: its down GEMVs then read them
         from L2."""
-        lines = self.staged_bytes // LINE  # an expert's, contiguous
+        lines = self.block_bytes // LINE  # an expert's, contiguous
         for i in cutlass.range(self.staged * lines + tidx, experts_with_slots * lines, THREADS, unroll=1):
             rows = self.expert_rows(w2, active_expert[i // lines], self.hidden * self.inter)
             address = rows.iterator.toint() + cutlass.Int64(first_row * self.inter * (self.ab_dtype.width // 8)
@@ -387,10 +387,10 @@ class MoeDecode:
         elements = self.rows * self.inter  # an expert's
         copies = cutlass.min(experts_with_slots, self.staged)
         bulk = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
-                                   num_bits_per_copy=self.staged_bytes * 8)
+                                   num_bits_per_copy=self.block_bytes * 8)
         cute.arch.mbarrier_init(staged_full, 1)
         cute.arch.mbarrier_init_fence()
-        cute.arch.mbarrier_arrive_and_expect_tx(staged_full, copies * self.staged_bytes)
+        cute.arch.mbarrier_arrive_and_expect_tx(staged_full, copies * self.block_bytes)
         for a in cutlass.range(copies, unroll=1):
             rows = self.expert_rows(w2, active_expert[a], self.hidden * self.inter)
             source = cute.make_tensor(rows.iterator + first_row * self.inter, cute.make_layout(elements))
@@ -421,17 +421,18 @@ class MoeDecode:
         for unit in cutlass.range(warp, experts_with_slots * units, WARPS, unroll=1):
             a, row = unit // units, unit % units * unit_rows  # (row: of this CTA's)
             first, count = active_first[a], active_count[a]
+            through_l2 = lambda: self.down_unit(  # noqa: E731  (this expert's rows read from w2, through L2)
+                act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y, first, count,
+                first_row + row, first_row, unit_rows, lane)
             if cutlass.const_expr(self.staged > 0):
                 if a < self.staged:
                     staged_rows = self.staged_rows(staged, a)
                     self.by_batch(count, lambda batch: self.down_staged_rows(act, staged_rows, y, first, count, row,
                                                                             unit_rows, lane, batch))
                 else:
-                    self.down_unit(act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y,
-                                   first, count, first_row + row, first_row, unit_rows, lane)
+                    through_l2()
             else:
-                self.down_unit(act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y,
-                               first, count, first_row + row, first_row, unit_rows, lane)
+                through_l2()
 
     @cute.jit
     def down_unit(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
