@@ -22,8 +22,11 @@ schedule is built, store the down tiles and combine their tokens
 (`Epilogue.store_handed_tiles`) from the sub-tile buffers the consumers hand them
 (`Epilogue.hand_over_tile`), while the consumers go on to the next tile.
 
-Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM (CTA c:
-tiles c, c + CTAs, ... of each, as the grouped GEMM deals them). A down tile of expert e
+Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM, each
+dealt round the CTAs as the grouped GEMM deals them, the down tiles on from where the
+gate-up tiles' deal ended (CTA c: gate-up tiles c, c + CTAs, ...; down tiles d, d + CTAs,
+... with d = (c - gate-up tiles) mod CTAs), so that the CTAs dealt a gate-up tile fewer
+take the down tiles left over after the last whole round. A down tile of expert e
 reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
 each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
 and the producer warp waits before a down tile's loads until `done[e]` counts every
@@ -267,6 +270,8 @@ class MoeExperts:
         tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
+        # the down tiles dealt on from where the gate-up tiles' deal ended (the module docstring)
+        down_cta = (bidx + num_ctas - tiles_up % num_ctas) % num_ctas
         self.stamp(stamps, "schedule built", tidx == 0)
 
         if warpgroup_idx == 0:
@@ -277,12 +282,13 @@ class MoeExperts:
                                         stagger_k=self.stagger_k, a_rows=(tma_x, token))
                 self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
-                                  total, tiles_down, bidx, num_ctas, rank, state=state, wait_on=(done, self.up.n_tiles),
+                                  total, tiles_down, down_cta, num_ctas, rank, state=state,
+                                  wait_on=(done, self.up.n_tiles),
                                   stagger_k=self.stagger_k, stamp=stamps, a_short=(tma_a1_short, mA1_short))
                 self.stamp(stamps, "down loads issued", tidx == 0)
             elif warp >= FIRST_STORE_WARP:  # the down tiles' stores and combine
                 self.down.store_handed_tiles(hand_off, tma_c1, mC1, total, sC_down, tile_end_down, row_end,
-                                             tiles_down, bidx, num_ctas, warp,
+                                             tiles_down, down_cta, num_ctas, warp,
                                              (token, row_of, weights, y, out, counts, finished, self.top_k))
                 self.stamp(stamps, "down tiles done", tidx == 32 * FIRST_STORE_WARP)
         else:
@@ -295,7 +301,7 @@ class MoeExperts:
                                      signal=done)
             self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
-                              tiles_down, bidx, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
+                              tiles_down, down_cta, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
                               hand_off=hand_off)
 
     @cute.jit
