@@ -33,6 +33,9 @@ Method
   routing of batch 0) over the measured device-to-device copy bandwidth, the time a
   layer bound by streaming its weights cannot beat; `vs bound` = layer time / bound,
   and the HBM fraction its inverse.
+- Floor: a graph of one kernel that zeroes a word, replayed the same way
+  (`graph_floor_us`): what a graph's launch adds to every graph-replayed time, a share
+  of the HBM fraction no layer can win back.
 - Targets (graph replays): fused_moe at or above 1.5x torch's layer and 80% of the HBM
   bandwidth for T <= 64, 1.15x torch's for T >= 512, and at or above quack everywhere.
 
@@ -233,6 +236,22 @@ def graph_timer(p: Point, fn: Callable, calls: int, captures: int = 1) -> Callab
     return once
 
 
+def graph_floor_us(calls: int, rounds: int) -> float:
+    """Microseconds a replay of a graph of one kernel that zeroes one word takes, timed as
+    the layers' graphs are (POOL graphs in turn; the median of `rounds`): what launching a
+    graph adds to every graph-replayed time here, whatever the layer does."""
+    import torch
+
+    words = torch.ones(POOL, dtype=torch.int32, device="cuda")
+    graphs = []
+    for i in range(POOL):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            words[i].zero_()
+        graphs.append(graph)
+    return statistics.median(us_per_call(lambda i: graphs[i % POOL].replay(), calls) for _ in range(rounds))
+
+
 def run(args, machine: Dict[str, Any]) -> Report:
     import torch
 
@@ -243,6 +262,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
                             "tolerance": TOLERANCE,
                             "quack": quack_note("gemm_act(A_idx, swiglu, concat_layout=('B',)) + gemm")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
+    floor = report.config["graph_floor_us"] = graph_floor_us(args.calls, args.rounds)
+    print(f"a graph of one kernel zeroing a word replays in {floor:.1f} us", flush=True)
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
     tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
     variants = [v for v in VARIANTS if v in (args.variants.split(",") if args.variants else VARIANTS)]
