@@ -33,7 +33,7 @@ Method
   routing of batch 0) over the measured device-to-device copy bandwidth, the time a
   layer bound by streaming its weights cannot beat; `vs bound` = layer time / bound,
   and the HBM fraction its inverse.
-- Floor: a graph of one kernel that zeroes a word, replayed the same way
+- Floor: graphs of one kernel that zeroes a word, replayed back to back on the GPU
   (`graph_floor_us`): what a graph's launch adds to every graph-replayed time, a share
   of the HBM fraction no layer can win back.
 - Targets (graph replays): fused_moe at or above 1.5x torch's layer and 80% of the HBM
@@ -60,7 +60,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (ERROR, FAILED, OK, SKIPPED, Report, add_json_flag, rotated, table,  # noqa: E402
-                                us_per_call)  # (imports no DSL)
+                                time_device_ms, us_per_call)  # (imports no DSL)
 from benchmarks.moe_layer import (  # noqa: E402
     GROUPED_MMS, QUACK, SHAPES, MoEWeights, add_quack_flag, expert_ends, moe_experts, moe_experts_reference,
     quack_note, route,
@@ -237,9 +237,12 @@ def graph_timer(p: Point, fn: Callable, calls: int, captures: int = 1) -> Callab
 
 
 def graph_floor_us(calls: int, rounds: int) -> float:
-    """Microseconds a replay of a graph of one kernel that zeroes one word takes, timed as
-    the layers' graphs are (POOL graphs in turn; the median of `rounds`): what launching a
-    graph adds to every graph-replayed time here, whatever the layer does."""
+    """Microseconds a replay of a graph of one kernel that zeroes one word takes on the
+    GPU, POOL such graphs replayed in turn, `calls` back to back behind a sleep long
+    enough for the host to queue them all (`harness.time_device_ms`; the median of
+    `rounds`): what launching a graph adds to every graph-replayed time here, whatever
+    the layer does. (Timed as the layers are, without the sleep, such short replays
+    would time the host's launches instead.)"""
     import torch
 
     words = torch.ones(POOL, dtype=torch.int32, device="cuda")
@@ -249,7 +252,12 @@ def graph_floor_us(calls: int, rounds: int) -> float:
         with torch.cuda.graph(graph):
             words[i].zero_()
         graphs.append(graph)
-    return statistics.median(us_per_call(lambda i: graphs[i % POOL].replay(), calls) for _ in range(rounds))
+
+    def replays():
+        for i in range(calls):
+            graphs[i % POOL].replay()
+
+    return time_device_ms(replays, rounds, 3)["median"] * 1e3 / calls
 
 
 def run(args, machine: Dict[str, Any]) -> Report:

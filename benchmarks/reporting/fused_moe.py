@@ -83,9 +83,10 @@ def region_w8(results: Results) -> Optional[str]:
              f"float32 reference (relative error <= {config.get('tolerance')}) before it was timed. *Bound*: the "
              "active experts' weight bytes over the measured device-to-device copy bandwidth "
              f"({f1(config.get('copy_gbps', 0))} GB/s)."
-             + (f" A graph of one kernel that zeroes a word, replayed the same way, takes "
-                f"{f1(config['graph_floor_us'])} us: every graph-replayed time below includes that much for the "
-                "graph's launch, whatever the layer does." if config.get("graph_floor_us") else ""), ""]
+             + (f" *Floor*: a graph of one kernel that zeroes a word, replayed back to back with the host ahead, "
+                f"takes {f1(config['graph_floor_us'])} us a replay on the GPU: every graph-replayed time below "
+                "includes about that much for the graph's launch, whatever the layer does."
+                if config.get("graph_floor_us") else ""), ""]
     captures = config.get("captures", 1)  # graphs per routed batch and variant
     for mode, what in MODES.items():
         table = []
