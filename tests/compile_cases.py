@@ -255,8 +255,9 @@ def _decode(experts, hidden, inter, top_k, slots, early_prefetch=False):
     return build
 
 
-MOE_EXPERTS_CASES.update({  # the decode kernel: Qwen3's experts at one token, DeepSeek-V3's at four, Mixtral's at one
+MOE_EXPERTS_CASES.update({  # the decode kernel: Qwen3's experts at one and two tokens, DeepSeek-V3's at four, Mixtral's at one
     "decode_e128_h2048_i768_s8": _decode(128, 2048, 768, 8, 8),
+    "decode_e128_h2048_i768_s16": _decode(128, 2048, 768, 8, 16),
     "decode_e32_h7168_i2048_s32": _decode(32, 7168, 2048, 8, 32),
     "decode_e8_h4096_i14336_s2": _decode(8, 4096, 14336, 2, 2),
     "decode_e128_h2048_i768_s8_early_prefetch": _decode(128, 2048, 768, 8, 8, early_prefetch=True),

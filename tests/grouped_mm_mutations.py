@@ -174,8 +174,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                   "total += weights[t * k] * y[(row_of[t * k + j], row)]"),
     # the down rows staged in shared memory: read as the next expert's, copied a block
     # off, one expert read from shared memory past the ones copied there
-    "decode_staged_rows_read_as_the_next_experts": ("staged_rows = self.staged_rows(staged, a)\n",
-                                                    "staged_rows = self.staged_rows(staged, a + 1)\n"),
+    "decode_staged_rows_read_as_the_next_experts": ("act, self.staged_rows(staged, a), y",
+                                                    "act, self.staged_rows(staged, a + 1), y"),
     # ... and their sums reduced together: a lane keeping the lower half, the wrong lane storing
     "decode_reduce_scatter_keeps_the_lower_half": ("keep = cutlass.select_(upper, values[half + j], values[j])",
                                                    "keep = values[j]"),
@@ -184,6 +184,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "decode_staged_rows_copied_one_row_on": ("rows.iterator + first_row * self.inter",
                                              "rows.iterator + (first_row + 1) * self.inter"),
     "decode_reads_one_expert_past_the_staged": ("                if a < self.staged:", "                if a <= self.staged:"),
+    # a build that stages every expert compiling the through-L2 down rows it never runs (its spills)
+    "decode_all_staged_compiles_the_l2_path": ("if cutlass.const_expr(self.all_staged):", "if cutlass.const_expr(False):"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -221,6 +223,7 @@ FOCUS: Dict[str, str] = {
                     "decode_reads_one_expert_past_the_staged", "decode_reduce_scatter_keeps_the_lower_half",
                     "decode_staged_sum_stored_by_the_wrong_lane")},
     "decode_barrier_one_cta_short": "decode_barrier_holds",
+    "decode_all_staged_compiles_the_l2_path": "decode_kernel_spills",
     # (a counter added to before the routing kernel zeroes it: the PTX test sees the order)
     "decode_no_wait_for_the_routing_grid": "decode_kernel_streams or decode_against_float32 and e16_h256_i512",
     "experts_hand_off_into_busy_buffers": "hand_their_sub_tiles or (one_kernel and (float32 or break))",

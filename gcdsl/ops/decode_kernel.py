@@ -123,6 +123,9 @@ class MoeDecode:
             self.staged = most_active if most_active <= fit else 0
         else:
             self.staged = min(most_active, fit, staged_experts)
+        # every expert a slot can reach staged: no down rows are read through L2, and that
+        # path (where the spills of a build that holds both paths sit) is not compiled
+        self.all_staged = 0 < self.staged == most_active
         self.shared_bytes = self._shared_storage().size_in_bytes()
         assert self.shared_bytes <= capacity, self.shared_bytes  # (HEADER_BYTES is short)
 
@@ -184,7 +187,7 @@ class MoeDecode:
     def __call__(self, x_ptr: cute.Pointer, ids_ptr: cute.Pointer, weight_ptr: cute.Pointer, w1_ptr: cute.Pointer,
                  w2_ptr: cute.Pointer, act_ptr: cute.Pointer, counter_ptr: cute.Pointer, out_ptr: cute.Pointer,
                  stream: cuda.CUstream):
-        vector, hidden, inter = self.vector, self.hidden, self.inter
+        hidden, inter = self.hidden, self.inter
 
         def rows_of(ptr, rows, columns):
             return cute.make_tensor(ptr, self._rows_of(rows, columns))
@@ -424,11 +427,13 @@ class MoeDecode:
             through_l2 = lambda: self.down_unit(  # noqa: E731  (this expert's rows read from w2, through L2)
                 act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y, first, count,
                 first_row + row, first_row, unit_rows, lane)
-            if cutlass.const_expr(self.staged > 0):
+            from_shared = lambda: self.by_batch(count, lambda batch: self.down_staged_rows(  # noqa: E731
+                act, self.staged_rows(staged, a), y, first, count, row, unit_rows, lane, batch))
+            if cutlass.const_expr(self.all_staged):  # (a < experts_with_slots <= every expert a slot reaches)
+                from_shared()
+            elif cutlass.const_expr(self.staged > 0):
                 if a < self.staged:
-                    staged_rows = self.staged_rows(staged, a)
-                    self.by_batch(count, lambda batch: self.down_staged_rows(act, staged_rows, y, first, count, row,
-                                                                            unit_rows, lane, batch))
+                    from_shared()
                 else:
                     through_l2()
             else:
