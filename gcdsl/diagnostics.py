@@ -149,20 +149,32 @@ def located_at_caller(func: Callable) -> Callable:
     return wrapper
 
 
-def caller_location(also_skip: Tuple[str, ...] = ()) -> Optional[SourceLocation]:
+def caller_location(also_skip: Tuple[str, ...] = (), skip_generated: bool = False) -> Optional[SourceLocation]:
     """Where the user's code called into gcdsl: the innermost frame outside the package
-    (and outside the folders `also_skip`, for a call that reached gcdsl through them)."""
+    (and outside the folders `also_skip`, for a call that reached gcdsl through them;
+    with `skip_generated`, outside code with no file too, as torch.fx's graphs), its
+    column that of the call being made there."""
     inside = (_PACKAGE_DIR, *also_skip)
     frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(inside):
+    while frame is not None and (frame.f_code.co_filename.startswith(inside)
+                                 or skip_generated and frame.f_code.co_filename.startswith("<")):
         frame = frame.f_back
     if frame is None:
         return None
-    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, _first_column(frame.f_code.co_filename, frame.f_lineno))
+    return SourceLocation(frame.f_code.co_filename, frame.f_lineno, _call_column(frame))
 
 
-def _first_column(filename: str, line: int) -> int:
-    text = linecache.getline(filename, line)
+def _call_column(frame) -> int:
+    """The column where the expression of the frame's current call starts (Python 3.11's
+    instruction positions), else the line's first non-blank one."""
+    positions = getattr(frame.f_code, "co_positions", None)
+    if positions is not None and frame.f_lasti >= 0:
+        for i, (line, _, col, _) in enumerate(positions()):
+            if i == frame.f_lasti // 2:
+                if line == frame.f_lineno and col is not None:
+                    return col
+                break
+    text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     return len(text) - len(text.lstrip())
 
 

@@ -339,7 +339,24 @@ def _refused(a, b, offs, out_dtype=None):
     err = info.value
     assert err.diag is Diag.BAD_OP_INPUT
     assert err.location is not None and err.location.filename == __file__ and err.location.line == line
+    assert _source_line(line)[err.location.col:].startswith("gcdsl.ops.grouped_mm(a, b"), err.location
     return err
+
+
+def _source_line(line: int) -> str:
+    with open(__file__) as f:
+        return f.read().splitlines()[line - 1]
+
+
+def test_the_caret_sits_under_the_ops_call_inside_an_expression():
+    a, b, offs = _inputs()
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(GcdslError) as info:
+        print("out:", gcdsl.ops.grouped_mm(a.float(), b, offs).shape)
+    err = info.value
+    assert err.location.line == line and _source_line(line)[err.location.col:].startswith("gcdsl.ops.grouped_mm(")
+    caret = str(err).splitlines()[2]
+    assert caret.strip() == "^" and str(err).splitlines()[1][len(caret) - 1:].startswith("gcdsl.ops.grouped_mm(")
 
 
 def test_refusals_point_at_the_calling_line():

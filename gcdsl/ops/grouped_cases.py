@@ -25,13 +25,12 @@ its result is column-major (strides (1, M)), as a transposed view.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from typing import Any, Optional, Tuple
 
 import torch
 
-from ..diagnostics import Diag, GcdslError, SourceLocation
+from ..diagnostics import Diag, GcdslError, caller_location
 
 # Groups per call with `offs`: the scheduler's table of 8 bytes a group sits in each CTA's
 # shared memory next to the pipeline (from 353 groups on it costs the 128x256 tile one of
@@ -285,18 +284,10 @@ def _t_contiguous_hint(problem: Problem, align: int) -> str:
 
 
 def fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:
-    raise GcdslError(Diag.BAD_OP_INPUT, message, location=caller(), param=param, hint=hint)
+    """A gcdsl error at the user's call of the op: the innermost frame outside gcdsl, torch
+    (the custom op's dispatch, autograd) and generated code (torch.fx graphs)."""
+    raise GcdslError(Diag.BAD_OP_INPUT, message, param=param, hint=hint,
+                     location=caller_location(also_skip=(_TORCH_DIR,), skip_generated=True))
 
 
-def caller() -> Optional[SourceLocation]:
-    """The innermost frame outside gcdsl and torch: the line that called grouped_mm."""
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
-    frame = inspect.currentframe()
-    while frame is not None:
-        name = frame.f_code.co_filename
-        generated = name.startswith("<")  # exec'd or generated code (torch.fx graphs, ...)
-        if not generated and not os.path.abspath(name).startswith((here + os.sep, torch_dir + os.sep)):
-            return SourceLocation(name, frame.f_lineno)
-        frame = frame.f_back
-    return None
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
