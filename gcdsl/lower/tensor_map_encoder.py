@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 from typing import Any, Callable, Optional, Tuple
 
-from ..abi import DESCRIPTOR_BYTES
 from ..diagnostics import Diag, GcdslError
 
 MAX_RANK = 5  # what cuTensorMapEncodeTiled accepts

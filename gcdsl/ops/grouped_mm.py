@@ -524,7 +524,6 @@ class _Plan:
                  schedule: str = "cooperative") -> None:
         import cutlass
 
-        import gcdsl.launch
         from . import hopper_grouped_gemm as hgg
 
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
