@@ -14,6 +14,7 @@ import re
 import pytest
 
 from gcdsl import ptx
+from tests.sass import descriptor_writers, predicated_descriptor_moves
 
 SIZES = (1, 3, 16, 64)
 BATCH_CASES = tuple(f"batch_copy_n{n}" for n in SIZES)
@@ -98,6 +99,18 @@ def test_sass_issues_tma_from_param_space_without_local_memory(compile_cases):
     # The hazard upstream's grouped GEMM hit on sm_90a (CUDA error 715): a predicated R2UR
     # moving a runtime descriptor address into a uniform register inside an elect block.
     assert not re.search(r"@!?U?P\d+\s+R2UR\b", sass)
+    assert not predicated_descriptor_moves(sass)
+
+
+def test_the_sass_check_finds_a_descriptor_address_moved_by_a_predicated_r2ur(compile_cases):
+    """`tests.sass`'s check against the hazard itself: the batch copy's listing with the
+    last write of one TMA load's descriptor register made a predicated R2UR."""
+    sass = compile_cases("sm_90a", "gcdsl", BATCH_CASES).sass("batch_copy_n16")
+    load, register, writer = next(w for w in descriptor_writers(sass) if w[0].opcode.startswith("UTMALDG"))
+    assert writer is not None and writer.writes(register) and not predicated_descriptor_moves(sass)
+    address = writer.text[:writer.text.index("*/") + 2]
+    seeded = sass.replace(writer.text, f"{address} @P0 R2UR {register}, R4 ;", 1)
+    assert any(load.text in found and "R2UR" in found for found in predicated_descriptor_moves(seeded))
 
 
 @pytest.mark.parametrize("case", PLAIN_CASES)
