@@ -179,8 +179,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # ... and their sums reduced together: a lane keeping the lower half, the wrong lane storing
     "decode_reduce_scatter_keeps_the_lower_half": ("keep = cutlass.select_(upper, values[half + j], values[j])",
                                                    "keep = values[j]"),
-    "decode_staged_sum_stored_by_the_wrong_lane": ("held = lane >> (6 - (rows * batch).bit_length())",
-                                                   "held = lane >> (5 - (rows * batch).bit_length())"),
+    "decode_staged_sum_stored_by_the_wrong_lane": ("return lane >> (6 - n.bit_length())",
+                                                   "return lane >> (5 - n.bit_length())"),
     "decode_staged_rows_copied_one_row_on": ("rows.iterator + first_row * self.inter",
                                              "rows.iterator + (first_row + 1) * self.inter"),
     "decode_reads_one_expert_past_the_staged": ("                if a < self.staged:", "                if a <= self.staged:"),
@@ -220,8 +220,10 @@ FOCUS: Dict[str, str] = {
                     "decode_down_rows_one_block_on", "decode_combine_first_slots_weight_for_all")},
     **{name: "decode_stages or decode_against_float32 and e16_h256_i512"
        for name in ("decode_staged_rows_read_as_the_next_experts", "decode_staged_rows_copied_one_row_on",
-                    "decode_reads_one_expert_past_the_staged", "decode_reduce_scatter_keeps_the_lower_half",
-                    "decode_staged_sum_stored_by_the_wrong_lane")},
+                    "decode_reads_one_expert_past_the_staged")},
+    # (also caught without a GPU, by the warp simulated in numpy)
+    **{name: "decode_reduce_scatter or decode_stages or decode_against_float32 and e16_h256_i512"
+       for name in ("decode_reduce_scatter_keeps_the_lower_half", "decode_staged_sum_stored_by_the_wrong_lane")},
     "decode_barrier_one_cta_short": "decode_barrier_holds",
     "decode_all_staged_compiles_the_l2_path": "decode_kernel_spills",
     # (a counter added to before the routing kernel zeroes it: the PTX test sees the order)

@@ -514,6 +514,27 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
         assert err.location.filename == __file__
 
 
+@pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32])
+def test_decode_reduce_scatter_leaves_each_values_warp_total_in_the_lanes_that_store_it(n, monkeypatch):
+    """`MoeDecode.reduce_scatter` traced over a warp simulated in numpy, an element a lane
+    (`select_` picks lane by lane, a butterfly shuffle reads lane ^ offset): each lane
+    ends with the warp's total of the value `held_value` names, and `first_holder` picks
+    one lane for each of the n values."""
+    import numpy as np
+
+    from gcdsl.ops import decode_kernel
+
+    lane = np.arange(32)
+    monkeypatch.setattr(decode_kernel.cutlass, "select_", lambda pick, a, b: np.where(pick, a, b))
+    monkeypatch.setattr(decode_kernel.cute.arch, "shuffle_sync_bfly", lambda value, offset: value[lane ^ offset])
+    rng = np.random.default_rng(n)
+    values = [rng.integers(-999, 999, 32).astype(np.float64) for _ in range(n)]  # (integers: exact sums)
+    total = decode_kernel.MoeDecode.reduce_scatter(None, values, lane)
+    held = decode_kernel.MoeDecode.held_value(lane, n)
+    assert total.tolist() == [values[v].sum() for v in held]
+    assert sorted(held[decode_kernel.MoeDecode.first_holder(lane, n)]) == list(range(n))
+
+
 def test_decode_kernel_splits_the_layer_over_the_sms():
     """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
     (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs, every expert's 24 KB of

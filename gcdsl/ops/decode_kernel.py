@@ -477,11 +477,11 @@ class MoeDecode:
                         for e in cutlass.range_constexpr(self.vector):
                             total = total + ws[q][e] * ar[e]
                         sums[(q, r)] = total
+            # (rows x batch sums: a power of two, at most 32)
             total = self.reduce_scatter([sums[(q, r)] for q in range(rows) for r in range(batch)], lane)
-            # (rows x batch sums: a power of two, at most 32) the one whose total this lane holds
-            held = lane >> (6 - (rows * batch).bit_length())
+            held = self.held_value(lane, rows * batch)
             held_row, held_slot = held // batch, held % batch
-            if lane % (32 // (rows * batch)) == 0 and done + held_slot < count:
+            if self.first_holder(lane, rows * batch) and done + held_slot < count:
                 y[(first + done + held_slot, row + held_row)] = total
 
     def reduce_scatter(self, values: list, lane: cutlass.Int32) -> cutlass.Float32:
@@ -506,6 +506,17 @@ class MoeDecode:
             total = total + cute.arch.shuffle_sync_bfly(total, offset)
             offset //= 2
         return total
+
+    @staticmethod
+    def held_value(lane: cutlass.Int32, n: int) -> cutlass.Int32:
+        """After `reduce_scatter` of n values: the one whose warp total `lane` holds."""
+        return lane >> (6 - n.bit_length())
+
+    @staticmethod
+    def first_holder(lane: cutlass.Int32, n: int) -> cutlass.Boolean:
+        """After `reduce_scatter` of n values: whether `lane` is the first of the 32 / n
+        lanes that hold its value's total."""
+        return lane % (32 // n) == 0
 
     @cute.jit
     def down_in_parts(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
