@@ -98,8 +98,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                             "target = (rows + rows_per_step - 1) // rows_per_step * tiles - 1\n"),
     # ... its down tiles dealt on from the gate-up tiles' deal, every CTA one tile further
     # (one tile of each round dealt to none)
-    "experts_down_deal_one_tile_on": ("down_cta = (bidx + num_ctas - tiles_up % num_ctas) % num_ctas",
-                                      "down_cta = (bidx + num_ctas - tiles_up % num_ctas) % num_ctas + 1"),
+    "experts_down_deal_one_tile_on": ("return (cta + ctas - gate_up_items % ctas) % ctas",
+                                      "return (cta + ctas - gate_up_items % ctas) % ctas + 1"),
     # ... its gate-up tiles' A rows gathered from x: the next slot's token, one row too few
     # (with the bytes expected to match), every row into its chunk's first row, every
     # row's index from lane 0
@@ -198,7 +198,7 @@ FOCUS: Dict[str, str] = {
     "unaligned_empty_group_checked": "t_contiguous",
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
-    "experts_down_deal_one_tile_on": "one_kernel and (float32 or break)",
+    "experts_down_deal_one_tile_on": "down_deal or (one_kernel and (float32 or break))",
     "experts_rows_token_of_the_next_slot": "one_kernel and (float32 or break)",
     "experts_rows_one_too_few": "one_kernel and (float32 or break)",
     "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",

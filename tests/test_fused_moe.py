@@ -420,6 +420,22 @@ def test_the_one_kernels_tile_width_rule(experts, hidden, inter, slots, tile_n):
     assert megakernel_tile_n(experts, hidden, inter, slots, sms=132) == tile_n
 
 
+@pytest.mark.parametrize("ctas", [1, 2, 3, 5, 8, 132])
+def test_the_one_kernels_down_deal_gives_each_item_to_one_cta_and_evens_out_the_ctas(ctas):
+    """CTA c: gate-up items c, c + CTAs, ..., then down items from `first_down_item` on,
+    every CTAs: each down item dealt once, and the CTAs' counts of both kinds together
+    differ by one at most (the CTAs a gate-up item short take the leftover down items)."""
+    from gcdsl.ops.hopper_grouped_gemm.experts import first_down_item
+
+    counts = sorted({0, 1, ctas - 1, ctas, ctas + 1, 2 * ctas + 3, 7 * ctas // 3})
+    for gate_up in counts:
+        for down in counts:
+            dealt = [range(first_down_item(c, ctas, gate_up), down, ctas) for c in range(ctas)]
+            assert sorted(item for items in dealt for item in items) == list(range(down)), (gate_up, down)
+            items = [len(range(c, gate_up, ctas)) + len(dealt[c]) for c in range(ctas)]
+            assert max(items) - min(items) <= 1, (gate_up, down, items)
+
+
 def test_the_one_kernels_stagger_rule():
     from gcdsl.ops.fused_moe import megakernel_stagger_k
 

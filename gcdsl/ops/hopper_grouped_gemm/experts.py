@@ -25,8 +25,8 @@ schedule is built, store the down tiles and combine their tokens
 Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM, each
 dealt round the CTAs as the grouped GEMM deals them, the down tiles on from where the
 gate-up tiles' deal ended (CTA c: gate-up tiles c, c + CTAs, ...; down tiles d, d + CTAs,
-... with d = (c - gate-up tiles) mod CTAs), so that the CTAs dealt a gate-up tile fewer
-take the down tiles left over after the last whole round. A down tile of expert e
+... with d = (c - gate-up tiles) mod CTAs, `first_down_item`), so that the CTAs dealt a
+gate-up tile fewer take the down tiles left over after the last whole round. A down tile of expert e
 reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
 each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
 and the producer warp waits before a down tile's loads until `done[e]` counts every
@@ -78,6 +78,13 @@ from .config import (CONSUMER_REGS, FIRST_STORE_WARP, HEADER_ALIGN, MAX_STAGES, 
 def stamps_offset(counters):
     """Int32 elements of `done`'s buffer before the phase stamps: the counters, to 8 bytes."""
     return (counters + 1) // 2 * 2
+
+
+def first_down_item(cta, ctas, gate_up_items):
+    """CTA `cta`'s first down work item (its others every `ctas` on): the down items dealt
+    round the CTAs on from where the deal of `gate_up_items` ended (the module docstring).
+    Plain arithmetic: traced on the kernel's values, or run on ints."""
+    return (cta + ctas - gate_up_items % ctas) % ctas
 
 
 class MoeExperts:
@@ -270,8 +277,7 @@ class MoeExperts:
         tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
-        # the down tiles dealt on from where the gate-up tiles' deal ended (the module docstring)
-        down_cta = (bidx + num_ctas - tiles_up % num_ctas) % num_ctas
+        down_cta = first_down_item(bidx, num_ctas, tiles_up)
         self.stamp(stamps, "schedule built", tidx == 0)
 
         if warpgroup_idx == 0:
