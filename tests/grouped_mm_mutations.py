@@ -174,8 +174,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                   "total += weights[t * k] * y[(row_of[t * k + j], row)]"),
     # the down rows staged in shared memory: read as the next expert's, copied a block
     # off, one expert read from shared memory past the ones copied there
-    "decode_staged_rows_read_as_the_next_experts": ("act, self.staged_rows(staged, a), y",
-                                                    "act, self.staged_rows(staged, a + 1), y"),
+    "decode_staged_rows_read_as_the_next_experts": ("staged_rows = self.staged_rows(staged, a)\n",
+                                                    "staged_rows = self.staged_rows(staged, a + 1)\n"),
     # ... and their sums reduced together: a lane keeping the lower half, the wrong lane storing
     "decode_reduce_scatter_keeps_the_lower_half": ("keep = cutlass.select_(upper, values[half + j], values[j])",
                                                    "keep = values[j]"),

@@ -427,17 +427,25 @@ class MoeDecode:
             through_l2 = lambda: self.down_unit(  # noqa: E731  (this expert's rows read from w2, through L2)
                 act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y, first, count,
                 first_row + row, first_row, unit_rows, lane)
-            from_shared = lambda: self.by_batch(count, lambda batch: self.down_staged_rows(  # noqa: E731
-                act, self.staged_rows(staged, a), y, first, count, row, unit_rows, lane, batch))
             if cutlass.const_expr(self.all_staged):  # (a < experts_with_slots <= every expert a slot reaches)
-                from_shared()
+                self.down_staged_unit(act, staged, y, a, first, count, row, unit_rows, lane)
             elif cutlass.const_expr(self.staged > 0):
                 if a < self.staged:
-                    from_shared()
+                    self.down_staged_unit(act, staged, y, a, first, count, row, unit_rows, lane)
                 else:
                     through_l2()
             else:
                 through_l2()
+
+    @cute.jit
+    def down_staged_unit(self, act: cute.Tensor, staged: cute.Tensor, y: cute.Tensor, a: cutlass.Int32,
+                         first: cutlass.Int32, count: cutlass.Int32, row: cutlass.Int32, unit_rows: int,
+                         lane: cutlass.Int32):
+        """A warp's unit of the a-th active expert's staged rows: [row, row + unit_rows) of
+        this CTA's."""
+        staged_rows = self.staged_rows(staged, a)
+        self.by_batch(count, lambda batch: self.down_staged_rows(act, staged_rows, y, first, count, row, unit_rows,
+                                                                lane, batch))
 
     @cute.jit
     def down_unit(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
