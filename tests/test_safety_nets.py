@@ -102,7 +102,9 @@ def test_host_api_errors_name_the_callers_line(make):
     err = info.value
     assert err.diag is Diag.BAD_GRID_CONSTANT
     assert err.location is not None and err.location.filename == __file__
-    assert "lambda gcdsl: gcdsl." in open(__file__).read().splitlines()[err.location.line - 1]
+    line = open(__file__).read().splitlines()[err.location.line - 1]
+    assert "lambda gcdsl: gcdsl." in line
+    assert line[err.location.col:].startswith("gcdsl."), (line, err.location.col)  # the caret under the call
 
 
 def test_an_explicit_tma_desc_ptr_of_none_means_none_for_a_runtime_pick():
