@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import linecache
 import os
 import sys
@@ -168,12 +169,10 @@ def _call_column(frame) -> int:
     """The column where the expression of the frame's current call starts (Python 3.11's
     instruction positions), else the line's first non-blank one."""
     positions = getattr(frame.f_code, "co_positions", None)
-    if positions is not None and frame.f_lasti >= 0:
-        for i, (line, _, col, _) in enumerate(positions()):
-            if i == frame.f_lasti // 2:
-                if line == frame.f_lineno and col is not None:
-                    return col
-                break
+    if positions is not None and frame.f_lasti >= 0:  # (an instruction a 2-byte code unit)
+        line, _, col, _ = next(itertools.islice(positions(), frame.f_lasti // 2, None), (None,) * 4)
+        if line == frame.f_lineno and col is not None:
+            return col
     text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
     return len(text) - len(text.lstrip())
 

@@ -427,11 +427,13 @@ class MoeDecode:
             through_l2 = lambda: self.down_unit(  # noqa: E731  (this expert's rows read from w2, through L2)
                 act, self.expert_rows(w2, active_expert[a], self.hidden * self.inter), y, first, count,
                 first_row + row, first_row, unit_rows, lane)
+            from_shared = lambda: self.down_staged_unit(  # noqa: E731  (its rows staged in shared memory)
+                act, staged, y, a, first, count, row, unit_rows, lane)
             if cutlass.const_expr(self.all_staged):  # (a < experts_with_slots <= every expert a slot reaches)
-                self.down_staged_unit(act, staged, y, a, first, count, row, unit_rows, lane)
+                from_shared()
             elif cutlass.const_expr(self.staged > 0):
                 if a < self.staged:
-                    self.down_staged_unit(act, staged, y, a, first, count, row, unit_rows, lane)
+                    from_shared()
                 else:
                     through_l2()
             else:

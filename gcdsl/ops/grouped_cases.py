@@ -283,11 +283,11 @@ def _t_contiguous_hint(problem: Problem, align: int) -> str:
             "contiguous (.contiguous())")
 
 
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
 def fail(message: str, *, param: Optional[str] = None, hint: Optional[str] = None) -> None:
     """A gcdsl error at the user's call of the op: the innermost frame outside gcdsl, torch
     (the custom op's dispatch, autograd) and generated code (torch.fx graphs)."""
     raise GcdslError(Diag.BAD_OP_INPUT, message, param=param, hint=hint,
                      location=caller_location(also_skip=(_TORCH_DIR,), skip_generated=True))
-
-
-_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

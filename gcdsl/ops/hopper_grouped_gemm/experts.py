@@ -26,12 +26,12 @@ Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM, 
 dealt round the CTAs as the grouped GEMM deals them, the down tiles on from where the
 gate-up tiles' deal ended (CTA c: gate-up tiles c, c + CTAs, ...; down tiles d, d + CTAs,
 ... with d = (c - gate-up tiles) mod CTAs, `first_down_item`), so that the CTAs dealt a
-gate-up tile fewer take the down tiles left over after the last whole round. A down tile of expert e
-reads e's rows of `act`, which gate-up tiles of other CTAs store: the storing thread of
-each gate-up tile adds one to `done[e]` once the tile is written (release, GPU scope),
-and the producer warp waits before a down tile's loads until `done[e]` counts every
-gate-up tile of e (acquire, then a proxy fence before its TMA loads). `done` must hold
-zeros at the launch.
+gate-up tile fewer take the down tiles left over after the last whole round. A down
+tile of expert e reads e's rows of `act`, which gate-up tiles of other CTAs store: the
+storing thread of each gate-up tile adds one to `done[e]` once the tile is written
+(release, GPU scope), and the producer warp waits before a down tile's loads until
+`done[e]` counts every gate-up tile of e (acquire, then a proxy fence before its TMA
+loads). `done` must hold zeros at the launch.
 
 The kernel is launched with programmatic stream serialization: it starts while the
 kernel before it in the stream (the routing, which writes `offs`, `token` and `row_of`
