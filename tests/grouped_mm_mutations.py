@@ -17,6 +17,7 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -289,7 +290,10 @@ def run(name: str) -> bool:
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
         caught = proc.returncode != 0
-        print(f"{name}: {'caught' if caught else 'NOT CAUGHT'} ({tail[0][:160]})", flush=True)
+        # (pytest's summary line: no test passed or failed, so every one skipped)
+        unrun = not caught and not re.search(r"\d+ (passed|failed)", tail[0])
+        verdict = "caught" if caught else "NOT RUN: every test it names skipped (no GPU?)" if unrun else "NOT CAUGHT"
+        print(f"{name}: {verdict} ({tail[0][:160]})", flush=True)
         return caught
 
 
