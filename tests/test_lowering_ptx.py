@@ -14,7 +14,8 @@ import re
 import pytest
 
 from gcdsl import ptx
-from tests.sass import descriptor_writers, predicated_descriptor_moves
+from tests.sass import descriptor_writers, predicated_descriptor_moves, tma_instructions
+from tests.test_ptx_fingerprints import ARCH_CASES
 
 SIZES = (1, 3, 16, 64)
 BATCH_CASES = tuple(f"batch_copy_n{n}" for n in SIZES)
@@ -111,6 +112,16 @@ def test_the_sass_check_finds_a_descriptor_address_moved_by_a_predicated_r2ur(co
     address = writer.text[:writer.text.index("*/") + 2]
     seeded = sass.replace(writer.text, f"{address} @P0 R2UR {register}, R4 ;", 1)
     assert any(load.text in found and "R2UR" in found for found in predicated_descriptor_moves(seeded))
+
+
+@pytest.mark.parametrize("case", ARCH_CASES["sm_90a"])
+def test_no_case_moves_a_descriptor_address_with_a_predicated_r2ur(compile_cases, case):
+    """Every compile-only case for sm_90a in SASS: each TMA instruction's descriptor address
+    (a runtime pick from a packed list or a descriptor table, a plain atom's) is never last
+    written by a predicated R2UR."""
+    text = compile_cases("sm_90a", "gcdsl", ARCH_CASES["sm_90a"]).sass(case)
+    assert bool(tma_instructions(text)) == (case not in ("param_kinds", "table_gather"))  # (those copy by no TMA)
+    assert not predicated_descriptor_moves(text)
 
 
 @pytest.mark.parametrize("case", PLAIN_CASES)
