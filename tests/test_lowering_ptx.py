@@ -100,7 +100,6 @@ def test_sass_issues_tma_from_param_space_without_local_memory(compile_cases):
     # The hazard upstream's grouped GEMM hit on sm_90a (CUDA error 715): a predicated R2UR
     # moving a runtime descriptor address into a uniform register inside an elect block.
     assert not re.search(r"@!?U?P\d+\s+R2UR\b", sass)
-    assert not predicated_descriptor_moves(sass)
 
 
 def test_the_sass_check_finds_a_descriptor_address_moved_by_a_predicated_r2ur(compile_cases):
