@@ -57,3 +57,7 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'gcdsl' has no attribute {name!r}")
+
+
+def __dir__():  # the lazy names too, for dir() and completion
+    return sorted(set(globals()) | set(_LAZY) | {"ops"})

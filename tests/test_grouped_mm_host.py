@@ -379,7 +379,8 @@ def test_refusals_point_at_the_calling_line():
     a4, b4, offs4 = _inputs(k=120)
     shifted = torch.zeros(64 * 120 + 8, dtype=a4.dtype)[1:1 + 64 * 120].view(64, 120)  # 2 bytes off
     assert "aligned" in str(_refused(shifted, b4, offs4))
-    assert "CUDA device" in str(_refused(a, b, offs))  # CPU tensors pass everything else
+    on_cpu = _refused(a, b, offs)  # CPU tensors pass everything else
+    assert "a is on cpu; grouped_mm runs on a CUDA GPU" in str(on_cpu) and on_cpu.param == "a"
 
 
 def test_group_count_limit():

@@ -36,6 +36,9 @@ def test_import_gcdsl_without_torch():
         import numpy as np
         import gcdsl
 
+        # dir() lists the lazy names (what completion offers) without importing them
+        assert set(gcdsl.__all__) | {"ops"} <= set(dir(gcdsl))
+        assert "cutlass" not in sys.modules
         # the parts that pull in the DSL, too: decorating, tables, descriptor tables
         gcdsl.kernel, gcdsl.TensorMapTable, gcdsl.tma_desc_ptr
         table = gcdsl.grid_constant(np.arange(8, dtype=np.int32))

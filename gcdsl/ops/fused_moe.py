@@ -56,7 +56,18 @@ from .grouped_mm import grouped_mm, grouped_mm_swiglu, plain_eager_call
 
 def fused_moe(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
               topk_ids: torch.Tensor, *, validate: bool = False) -> torch.Tensor:
-    """The MoE expert layer of the module docstring, (T, H) in x's dtype."""
+    """An MoE expert layer after the router, with the interface inference engines use:
+
+        out[t] = sum_j topk_weights[t, j] * (silu(x[t] @ gate_e^T) * (x[t] @ up_e^T)) @ w2_e^T,  e = topk_ids[t, j]
+
+    `x` (T, H) bf16 or fp16; `w1` (E, 2I, H), each expert's gate rows then its up rows;
+    `w2` (E, H, I); `topk_weights` (T, k) floating point; `topk_ids` (T, k) integers; all
+    on one GPU. Returns (T, H) in x's dtype, fp32 accumulation. H must be a multiple of 8
+    and I of 64. Nothing reads the routing on the host, so a call can be captured in a
+    CUDA graph and replayed after the ids and weights change; an id outside [0, E)
+    traps on the device, or, with `validate=True` (one synchronisation), is a
+    `GcdslError` at the caller's line. For inference: no autograd formula. The module
+    docstring and `docs/fused_moe.md` say which kernels run."""
     _check(x, w1, w2, topk_weights, topk_ids)
     if validate:
         _check_ids(topk_ids, w1.shape[0])

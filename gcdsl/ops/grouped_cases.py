@@ -194,8 +194,10 @@ def describe(a: Any, b: Any, offs: Any, out_dtype: Optional[torch.dtype], *, add
         if offs is not None and offs.stride(0) != 1 and offs.shape[0] > 1:
             fail(f"offs has stride {offs.stride(0)}; it must be contiguous", param="offs",
                  hint="pass offs.contiguous()")
-    if a.device.type != "cuda" or b.device != a.device:
-        fail(f"a is on {a.device} and b on {b.device}; both must be on the same CUDA device", param="b")
+    if a.device.type != "cuda":
+        fail(f"a is on {a.device}; grouped_mm runs on a CUDA GPU", param="a")
+    if b.device != a.device:
+        fail(f"b is on {b.device} and a on {a.device}; both must be on the same GPU", param="b")
     return problem
 
 

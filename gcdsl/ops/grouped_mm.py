@@ -91,7 +91,19 @@ PINGPONG_REDUCTION_MAX_K = 2048
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
                out_dtype: Optional[torch.dtype] = None) -> torch.Tensor:
-    """`torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype)`, every case, differentiable."""
+    """`torch._grouped_mm(a, b, offs=offs, out_dtype=out_dtype)` on Hopper, every case, differentiable.
+
+        a (T, K)     x b (G, K, N)  -> (T, N)     rows offs[g-1]:offs[g] of a are group g
+        a (G, M, K)  x b (K, T)     -> (M, T)     columns of b grouped
+        a (M, T)     x b (T, N)     -> (G, M, N)  the reduction grouped (a weight gradient)
+        a (G, M, K)  x b (G, K, N)  -> (G, M, N)  a batch, offs=None
+
+    `a` and `b` both bf16 or both fp16, each row- or column-major in its last two modes;
+    `offs` (G,) int32 cumulative ends, on a's GPU (never read on the host: a call can be
+    captured in a CUDA graph) or on the CPU (checked, then copied); up to `MAX_GROUPS`
+    groups; `out_dtype` bf16, fp16 or fp32 (default a's dtype). Anything it cannot serve
+    is a `GcdslError` at the caller's line naming the argument. `docs/grouped_mm.md` has
+    the rules in full."""
     if plain_eager_call(a, b, offs):
         # The same code as the op's, without the dispatcher's cost (tens of microseconds).
         return _grouped_mm_impl(a, b, offs, out_dtype)
