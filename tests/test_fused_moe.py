@@ -530,6 +530,30 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
         assert err.location.filename == __file__
 
 
+def test_each_form_asks_for_a_hopper_gpu_before_it_compiles_or_launches(monkeypatch):
+    """The decode kernel, the one kernel and the pair each check x's GPU first (an A100 or
+    a B200 gets `require_hopper`'s error at the caller's line, not a failed compile)."""
+    import importlib
+
+    fm = importlib.import_module("gcdsl.ops.fused_moe")
+
+    class Asked(Exception):
+        pass
+
+    asked = []
+
+    def ask(device, param, op):
+        asked.append((device.type, param, op))
+        raise Asked
+
+    monkeypatch.setattr(fm, "require_hopper", ask)
+    x, w1, w2 = torch.zeros(1, 256), torch.zeros(8, 512, 256), torch.zeros(8, 256, 256)
+    for form in (fm._decode, fm._one_kernel, fm._pair):
+        with pytest.raises(Asked):
+            form(x, w1, w2, torch.ones(1, 8), torch.zeros(1, 8, dtype=torch.int64))
+    assert asked == [("cpu", "x", "fused_moe")] * 3
+
+
 @pytest.mark.parametrize("n", [1, 2, 4, 8, 16, 32])
 def test_decode_reduce_scatter_leaves_each_values_warp_total_in_the_lanes_that_store_it(n, monkeypatch):
     """`MoeDecode.reduce_scatter` traced over a warp simulated in numpy, an element a lane

@@ -164,6 +164,7 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     monkeypatch.setattr(gm, "_plan_for", lambda *args, **kwargs: StubPlan())
     monkeypatch.setattr(gm, "_current_stream", lambda index: 7)
     monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
     monkeypatch.setattr(gm.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
     monkeypatch.setattr(gm, "_LAUNCHES", {})
@@ -381,6 +382,40 @@ def test_refusals_point_at_the_calling_line():
     assert "aligned" in str(_refused(shifted, b4, offs4))
     on_cpu = _refused(a, b, offs)  # CPU tensors pass everything else
     assert "a is on cpu; grouped_mm runs on a CUDA GPU" in str(on_cpu) and on_cpu.param == "a"
+
+
+def test_a_gpu_other_than_hopper_is_refused_at_the_callers_line(monkeypatch):
+    """The kernels are built for sm_90a: an A100 or a B200 gets a gcdsl error naming the GPU
+    before anything is compiled, and the launch of every signature asks first."""
+    from gcdsl.ops import grouped_cases
+
+    monkeypatch.setattr(grouped_cases, "_capability", lambda index: (10, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda index=None: "NVIDIA B200")
+    line = inspect.currentframe().f_lineno + 2
+    with pytest.raises(GcdslError) as info:
+        grouped_cases.require_hopper(torch.device("cuda", 1), "a", "grouped_mm")
+    err = info.value
+    assert (err.param, err.location.filename, err.location.line) == ("a", __file__, line)
+    assert "a is on cuda:1, NVIDIA B200 (sm_100); grouped_mm's kernels are built for Hopper GPUs" in err.message
+    assert "torch._grouped_mm" in err.hint
+    monkeypatch.setattr(grouped_cases, "_capability", lambda index: (9, 0))
+    grouped_cases.require_hopper(torch.device("cuda", 1), "a", "grouped_mm")  # an H100 or H200 passes
+
+    class Asked(Exception):
+        pass
+
+    asked = []
+
+    def ask(device, param, op):
+        asked.append((device, param, op))
+        raise Asked  # stop the launch there
+
+    monkeypatch.setattr(gm, "require_hopper", ask)
+    monkeypatch.setattr(gm, "describe", lambda *args, **kwargs: types.SimpleNamespace(launchable=True))
+    a, b, offs = _inputs()
+    with pytest.raises(Asked):
+        gm._Launch(a, b, offs, None, None, None)
+    assert asked == [(a.device, "a", "grouped_mm")]
 
 
 def test_group_count_limit():

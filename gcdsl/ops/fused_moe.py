@@ -50,7 +50,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
-from .grouped_cases import fail
+from .grouped_cases import fail, require_hopper
 from .grouped_mm import grouped_mm, grouped_mm_swiglu, plain_eager_call
 
 
@@ -177,6 +177,7 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
     """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
     which here checks the ids and zeroes the decode kernel's barrier counter: the decode
     kernel starts while it runs and waits for it only at its barrier."""
+    require_hopper(x.device, "x", "fused_moe")
     import cutlass
 
     from .decode_kernel import MoeDecode
@@ -217,6 +218,7 @@ def fused_moe_pair(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_wei
 
 
 def _pair(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
+    require_hopper(x.device, "x", "fused_moe")
     row_of, token, offs = route(topk_ids, w1.shape[0], one_kernel=False)
     act = grouped_mm_swiglu(x[token], w1.transpose(-2, -1), offs)  # (T k, I)
     y = grouped_mm(act, w2.transpose(-2, -1), offs)  # (T k, H), expert order
@@ -362,6 +364,7 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     down tiles combining each token's rows once all are stored. The route as in
     `fused_moe_pair`. With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
     int64 ns)."""
+    require_hopper(x.device, "x", "fused_moe")
     import cutlass
 
     from .hopper_grouped_gemm import STAMP_SLOTS

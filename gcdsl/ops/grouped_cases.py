@@ -25,6 +25,7 @@ its result is column-major (strides (1, M)), as a transposed view.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Any, Optional, Tuple
 
@@ -283,6 +284,25 @@ def _t_contiguous_hint(problem: Problem, align: int) -> str:
                 "(T strided: x.t() of a contiguous x, and a contiguous dy)")
     return (f"make every group's size a multiple of {align}, or pass {problem.t_contiguous_operand} with K "
             "contiguous (.contiguous())")
+
+
+HOPPER = (9, 0)  # the compute capability the ops' kernels are built for (sm_90a)
+
+
+def require_hopper(device: torch.device, param: str, op: str) -> None:
+    """The GPU of `device` is a Hopper: every kernel of `gcdsl.ops` uses its WGMMA, TMA,
+    clusters or bulk copies and is compiled for sm_90a, which no other generation runs
+    (Blackwell's sm_100 included). Checked before anything is compiled for the device."""
+    capability = _capability(device.index)
+    if capability != HOPPER:
+        fail(f"{param} is on {device}, {torch.cuda.get_device_name(device.index)} (sm_{capability[0]}{capability[1]}); "
+             f"{op}'s kernels are built for Hopper GPUs (sm_90: H100, H200, GH200)", param=param,
+             hint="on other GPUs, use torch._grouped_mm (or torch's own MoE layer)")
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> Tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
 
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

@@ -56,7 +56,7 @@ from typing import Any, Dict, Iterator, Optional, Tuple
 import torch
 import torch.utils._python_dispatch
 
-from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fail, strides_match
+from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fail, require_hopper, strides_match
 
 # Pairs of CTAs when a group averages at least this many rows, 8 M-tiles of 128: with
 # about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
@@ -320,6 +320,7 @@ class _Launch:
 
     def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none") -> None:
         self.problem = problem = describe(a, b, offs, out_dtype, activation=activation)
+        require_hopper(a.device, "a", "grouped_mm")
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
         if not problem.launchable:
