@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU tier, on a machine with an NVIDIA GPU after `python -m pip install -e ".[test]"`
+# The GPU tier, on a machine with an NVIDIA Hopper GPU after `python -m pip install -e ".[test]"`
 # (or in any environment where those packages are already installed): every test (GPU
 # ones included, the GEMM under @gcdsl.kernel), the tutorials, compute-sanitizer on the
 # grouped GEMM's small cases, and the benchmarks named in GCDSL_BENCH (default:

@@ -41,12 +41,15 @@ def summarize(samples: Sequence[float]) -> Dict[str, Any]:
     return {"median": statistics.median(s), "min": s[0], "max": s[-1], "n": len(s), "samples": s}
 
 
-def has_gpu() -> bool:
+def has_hopper_gpu() -> bool:
+    """A Hopper GPU (compute capability 9.0) as device 0: what the GPU tests, the tutorials'
+    runs and the benchmarks need, gcdsl.ops' kernels being built for sm_90a. Another GPU
+    counts as none: there they compile for sm_90a, or skip, as without a GPU."""
     try:
         import torch
     except ImportError:
         return False
-    return torch.cuda.is_available()
+    return torch.cuda.is_available() and torch.cuda.get_device_capability(0) == (9, 0)
 
 
 # How long `us_per_call` runs its calls untimed first: long enough for the GPU's clocks to
@@ -325,8 +328,8 @@ def main_on_gpu(workload: str, run: Callable[[Any, Dict[str, Any]], "Report"], a
     """A GPU workload's command: `run(args, machine)`, its JSON written (as `args.json`
     where the workload takes `add_json_flag`'s option), exit status 1 if a variant FAILED
     or raised. Without a GPU it says so and succeeds (nothing to measure)."""
-    if not has_gpu():
-        print(f"{workload} needs a CUDA GPU (Hopper); nothing to do here.")
+    if not has_hopper_gpu():
+        print(f"{workload} needs a Hopper GPU; nothing to do here.")
         return 0
     machine = machine_info()
     machine["quack_kernels"] = _version("quack-kernels")

@@ -69,14 +69,14 @@ def configure_dsl(gpu: bool) -> str:
 def main(argv=None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
-    gpu = harness.has_gpu()
+    gpu = harness.has_hopper_gpu()
     configure_dsl(gpu)
     machine = harness.machine_info()
     print(f"gcdsl benchmarks on {machine.get('gpu', 'no GPU')} | driver {machine.get('driver', '-')} | "
           f"nvidia-cutlass-dsl {machine.get('nvidia_cutlass_dsl')} | torch {machine.get('torch')} | "
           f"python {machine.get('python')} | {machine['date']}")
     if not gpu:
-        print(f"No CUDA GPU: only W4 (compile cost) and --compile-check run here, for "
+        print(f"No Hopper GPU: only W4 (compile cost) and --compile-check run here, for "
               f"CUTE_DSL_ARCH={os.environ['CUTE_DSL_ARCH']}.")
 
     if args.compile_check:
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     bad = 0
     for workload in args.only:
         if workload in NEEDS_GPU and not gpu:
-            print(f"\n{workload}: skipped (needs a CUDA GPU)")
+            print(f"\n{workload}: skipped (needs a Hopper GPU)")
             continue
         t0 = time.perf_counter()
         try:

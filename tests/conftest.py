@@ -10,18 +10,14 @@ import sys
 
 import pytest
 
+from benchmarks.harness import has_hopper_gpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def has_gpu() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
-if not has_gpu():
+# The GPU tier's kernels are built for sm_90a: on a GPU other than a Hopper it skips and
+# in-process traces target sm_90a, as without a GPU.
+if not has_hopper_gpu():
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
 
 # In-process compiles with `--keep-ptx` write their PTX into the DSL's dump folder, the
@@ -59,9 +55,9 @@ def pytest_terminal_summary(terminalreporter):
 
 
 def pytest_collection_modifyitems(config, items):
-    if has_gpu():
+    if has_hopper_gpu():
         return
-    skip = pytest.mark.skip(reason="no CUDA GPU on this machine")
+    skip = pytest.mark.skip(reason="no Hopper GPU on this machine")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)

@@ -71,18 +71,33 @@ def test_results_record_the_commit_in_a_copy_without_git(tmp_path):
     assert untold.returncode == 0 and untold.stdout.startswith("None unknown"), untold.stderr
 
 
+def test_only_a_hopper_gpu_counts_as_a_gpu_for_the_gpu_tier(monkeypatch):
+    """The GPU tests, tutorial runs and benchmarks need the kernels built for sm_90a to run:
+    an A100 or a B200 counts as no GPU (they compile for sm_90a, or skip)."""
+    import torch
+
+    from benchmarks import harness
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for capability, hopper in (((9, 0), True), ((8, 0), False), ((10, 0), False), ((8, 9), False)):
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda index=None, c=capability: c)
+        assert harness.has_hopper_gpu() is hopper
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not harness.has_hopper_gpu()
+
+
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
     from benchmarks import harness, profile_layer, w8_fused_moe, w8_instances, w8_phases, w8_stream
 
-    monkeypatch.setattr(harness, "has_gpu", lambda: False)
+    monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert profile_layer.main(["--points", "qwen3-30b-a3b 64,mixtral-8x7b 8 step", "--clocks", "1"]) == 0
     assert w8_stream.main(["--tiles", "1"]) == 0
-    assert capsys.readouterr().out.count("needs a CUDA GPU") == 5
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 5
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
@@ -99,7 +114,7 @@ def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):
     from benchmarks import harness, w7_training, w8_fused_moe
 
     monkeypatch.setattr(harness, "RESULTS", str(tmp_path))
-    monkeypatch.setattr(harness, "has_gpu", lambda: True)
+    monkeypatch.setattr(harness, "has_hopper_gpu", lambda: True)
     monkeypatch.setattr(harness, "machine_info", lambda: {"gpu": "none"})
     for module, workload in ((w8_fused_moe, "W8"), (w7_training, "W7")):
         def run(args, machine, workload=workload):

@@ -23,7 +23,7 @@ import argparse
 import sys
 from typing import List
 
-from _machine import HAS_GPU, plot, show_compile, time_launches  # before cutlass: it configures the DSL
+from _machine import ON_HOPPER, plot, show_compile, time_launches  # before cutlass: it configures the DSL
 
 import cutlass
 import cutlass.cute as cute
@@ -161,7 +161,7 @@ def main() -> int:
                         help="tensor counts to run one after another (GPU): bandwidth against N")
     parser.add_argument("--plot", default="batch_copy_bandwidth.png", help="where --sweep writes its PNG")
     args = parser.parse_args()
-    if not HAS_GPU:
+    if not ON_HOPPER:
         if args.sweep:
             print("--sweep needs a GPU: compiling once instead.\n")
         return 0 if compile_only(args) else 1

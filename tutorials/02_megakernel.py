@@ -33,7 +33,7 @@ import argparse
 import sys
 from typing import Annotated
 
-from _machine import HAS_GPU, show_compile, time_launches  # before cutlass: it configures the DSL
+from _machine import ON_HOPPER, show_compile, time_launches  # before cutlass: it configures the DSL
 
 import numpy as np
 
@@ -236,7 +236,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reps", type=int, default=20)
     args = parser.parse_args()
-    ok = run_on_gpu(args) if HAS_GPU else compile_only(args)
+    ok = run_on_gpu(args) if ON_HOPPER else compile_only(args)
     return 0 if ok else 1
 
 

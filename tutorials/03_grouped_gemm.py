@@ -28,7 +28,7 @@ Without one: the kernel compiled for sm_90a, its desugared source and its PTX.
 import argparse
 import sys
 
-from _machine import HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
+from _machine import ON_HOPPER, show_compile, time_calls  # before cutlass: it configures the DSL
 
 from benchmarks.moe_layer import GROUPED_MMS, MoEShape, MoEWeights, moe_forward, moe_reference
 
@@ -108,7 +108,7 @@ def main() -> int:
         shape = MoEShape("small", 8, 256, 128, 2)
     else:
         shape = MoEShape("layer", args.experts, args.hidden, args.intermediate, args.top_k)
-    ok = run_on_gpu(args, shape) if HAS_GPU else compile_only(args, shape)
+    ok = run_on_gpu(args, shape) if ON_HOPPER else compile_only(args, shape)
     return 0 if ok else 1
 
 

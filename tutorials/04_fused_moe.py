@@ -41,7 +41,7 @@ import importlib
 import re
 import sys
 
-from _machine import DUMP_DIR, HAS_GPU, show_compile, time_calls  # before cutlass: it configures the DSL
+from _machine import DUMP_DIR, ON_HOPPER, show_compile, time_calls  # before cutlass: it configures the DSL
 
 from benchmarks.moe_layer import GROUPED_MMS, MoEShape, MoEWeights, moe_experts, moe_experts_reference, route
 
@@ -143,7 +143,7 @@ def main() -> int:
     parser.add_argument("--intermediate", type=int, default=768)
     args = parser.parse_args()
     shape = MoEShape("layer", args.experts, args.hidden, args.intermediate, args.top_k)
-    ok = run_on_gpu(args, shape) if HAS_GPU else compile_only(args, shape)
+    ok = run_on_gpu(args, shape) if ON_HOPPER else compile_only(args, shape)
     return 0 if ok else 1
 
 

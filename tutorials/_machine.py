@@ -1,4 +1,4 @@
-"""What the tutorials share: run on a GPU if there is one, else compile for sm_90a.
+"""What the tutorials share: run on a Hopper GPU if there is one, else compile for sm_90a.
 
 Import this before `cutlass`: the DSL reads its CUTE_DSL_* variables on import,
 and without a GPU the tutorials ask it to keep the PTX so they can show it.
@@ -15,9 +15,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from benchmarks import harness  # noqa: E402  (no DSL import)
 
-HAS_GPU = harness.has_gpu()
+ON_HOPPER = harness.has_hopper_gpu()  # another GPU cannot run the kernels built for sm_90a
 DUMP_DIR = None
-if not HAS_GPU:
+if not ON_HOPPER:
     DUMP_DIR = tempfile.mkdtemp(prefix="gcdsl-tutorial-")
     atexit.register(shutil.rmtree, DUMP_DIR, True)  # also after --help or an error
     os.environ.setdefault("CUTE_DSL_ARCH", "sm_90a")
@@ -55,7 +55,7 @@ def show_compile(kernel) -> None:
     """Print what a compile-only run has to show: the desugared kernel and its PTX."""
     from gcdsl import ptx
 
-    print("No GPU here: compiled for sm_90a instead of running.\n")
+    print("No Hopper GPU here: compiled for sm_90a instead of running.\n")
     print(f"The kernel as it runs ({kernel.__name__}.desugared_source):\n")
     print(kernel.desugared_source)
     with open(glob.glob(os.path.join(DUMP_DIR, "*.ptx"))[0]) as f:
