@@ -1,5 +1,5 @@
 """Seeded bugs in the grouped GEMM kernel and the expert layer's other kernels (routing,
-combine), and the GPU tests that must catch each.
+combine), and the tests that must catch each.
 
     python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
@@ -7,8 +7,8 @@ combine), and the GPU tests that must catch each.
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
 `route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds the text, once) in a copy of the tree (the kernel's
-source is read from its files, so the copy is what compiles), followed by the grouped GEMM's GPU tests in that copy, stopping at the
-first failure. A mutation that leaves them green is a hole in the tests: the run
+source is read from its files, so the copy is what compiles), followed by the grouped GEMM's tests in that copy, stopping at the
+first failure: the schedule's on a simulated warp (no GPU needed), then the GPU tests. A mutation that leaves them green is a hole in the tests: the run
 exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
 small case instead and must make it report.
 """
@@ -39,8 +39,11 @@ def kernel_files(root: str = ROOT) -> Dict[str, str]:
 def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
     """Files of the kernel under `root` that hold `old`, with how often."""
     return {path: text.count(old) for path, text in kernel_files(root).items() if old in text}
-TESTS = ["tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
-         "-k", "edges or clamped or graph or (ragged and 64 and 392) or cases"]
+# The schedule's tests on a simulated warp (tests/test_schedule.py) come first: they need
+# no GPU and fail within seconds where they can.
+ON_A_SIMULATED_WARP = "on_a_simulated_warp"
+TESTS = ["tests/test_schedule.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p",
+         "no:cacheprovider", "-k", f"{ON_A_SIMULATED_WARP} or edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
 # name: (text in the kernel, its replacement)
 MUTATIONS: Dict[str, Tuple[str, str]] = {
@@ -191,7 +194,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
 # tests/test_fused_moe.py for the expert layer's kernel, in the cases' file otherwise)
-CASES_TESTS = ["tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
+CASES_TESTS = ["tests/test_schedule.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
@@ -283,8 +286,10 @@ def run(name: str) -> bool:
             cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
                    sys.executable, "-m", "tests.kernels.grouped_mm_small"]
         elif name in FOCUS:
-            tests = FUSED_MOE_TESTS if name.startswith(("experts_", "combine_", "route_", "decode_")) else CASES_TESTS
-            cmd = [sys.executable, "-m", "pytest", *tests, FOCUS[name]]
+            if name.startswith(("experts_", "combine_", "route_", "decode_")):
+                cmd = [sys.executable, "-m", "pytest", *FUSED_MOE_TESTS, FOCUS[name]]
+            else:
+                cmd = [sys.executable, "-m", "pytest", *CASES_TESTS, f"{ON_A_SIMULATED_WARP} or ({FOCUS[name]})"]
         else:
             cmd = [sys.executable, "-m", "pytest", *TESTS]
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
