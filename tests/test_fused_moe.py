@@ -575,6 +575,52 @@ def test_decode_reduce_scatter_leaves_each_values_warp_total_in_the_lanes_that_s
     assert sorted(held[decode_kernel.MoeDecode.first_holder(lane, n)]) == list(range(n))
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed, monkeypatch):
+    """`MoeDecode.route`, the decode kernel's own sort of the slots, run by a warp simulated
+    with a thread a lane (`tests/warp.py`) on router ids (k in {1, 2, 4, 8}, up to 32
+    slots, many on one expert, a token naming one twice): each slot's sorted row, each
+    sorted row's token, the experts with a slot in id order with their first row and
+    count, against a stable sort; an id outside [0, E) traps."""
+    import random
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import decode_kernel
+    from tests.warp import Warp, dsl_shims
+
+    rng = random.Random(seed)
+    k = rng.choice([1, 2, 4, 8])
+    tokens = rng.randint(1, decode_kernel.MAX_SLOTS // k)
+    experts = rng.choice([k, 8, 16, 128])
+    favourites = rng.sample(range(experts), min(experts, rng.choice([1, 2, 3, experts])))
+    ids = [rng.choice(favourites) for _ in range(tokens * k)]
+    kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, 256, 256, k, tokens * k, cutlass.Int64, 132)
+
+    def route(ids):
+        warp = Warp()
+        for name, shim in dsl_shims(warp).items():
+            monkeypatch.setattr(decode_kernel, name, shim)
+        traps = []
+        monkeypatch.setattr(decode_kernel, "trap_unless", lambda ok, message: ok or traps.append(message))
+        tables = [[None] * decode_kernel.MAX_SLOTS for _ in range(5)] + [[None]]
+        warp.run(lambda: decode_kernel.MoeDecode.route.__wrapped__(kernel, ids, *tables, warp.lane_idx()))
+        return tables, traps
+
+    (token, row_of, active_expert, active_first, active_count, active), traps = route(ids)
+    order = sorted(range(len(ids)), key=lambda slot: ids[slot])  # (Python's sort is stable)
+    used = sorted(set(ids))
+    assert not traps
+    assert row_of[:len(ids)] == [order.index(slot) for slot in range(len(ids))]
+    assert token[:len(ids)] == [slot // k for slot in order]
+    assert active[0] == len(used) and active_expert[:len(used)] == used
+    assert active_count[:len(used)] == [ids.count(e) for e in used]
+    assert active_first[:len(used)] == [sorted(ids).index(e) for e in used]
+    bad = list(ids)
+    bad[rng.randrange(len(bad))] = rng.choice([-1, experts])
+    _, traps = route(bad)
+    assert len(traps) == 1 and "topk_ids holds an id" in traps[0]
+
+
 def test_decode_kernel_splits_the_layer_over_the_sms():
     """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
     (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs, every expert's 24 KB of

@@ -29,14 +29,27 @@ class Warp:
     def lane_idx(self) -> int:
         return self._lane.index
 
+    def exchange(self, value: Any) -> List[Any]:
+        """Every lane's `value`, by lane: the step every warp-wide operation below takes."""
+        self._slots[self.lane_idx()] = value
+        self._step.wait()
+        values = list(self._slots)
+        self._step.wait()  # every lane has read before a next step writes
+        return values
+
     def shuffle_up(self, value: Any, delta: int) -> Any:
         """`shfl.sync.up`: lane l gets lane l - delta's value; lanes below delta keep their own."""
         lane = self.lane_idx()
-        self._slots[lane] = value
-        self._step.wait()
-        got = self._slots[lane - delta] if lane >= delta else value
-        self._step.wait()  # every lane has read before a next shuffle writes
-        return got
+        values = self.exchange(value)
+        return values[lane - delta] if lane >= delta else value
+
+    def shuffle(self, value: Any, source: int) -> Any:
+        """`shfl.sync.idx`: every lane gets lane `source`'s value."""
+        return self.exchange(value)[source]
+
+    def ballot(self, predicate: Any) -> int:
+        """`vote.ballot.sync`: bit l set where lane l's predicate holds."""
+        return sum(1 << lane for lane, holds in enumerate(self.exchange(bool(predicate))) if holds)
 
     def run(self, body: Callable[[], Any]) -> List[Any]:
         """`body()` in each lane; what each lane returned, by lane."""
@@ -72,6 +85,7 @@ def dsl_shims(warp: Warp) -> dict:
     and `warp`'s lanes and shuffles."""
     cutlass = types.SimpleNamespace(Int32=int, Int64=int, min=min, max=max, range_constexpr=range,
                                     const_expr=lambda value: value)
-    arch = types.SimpleNamespace(lane_idx=warp.lane_idx, shuffle_sync_up=warp.shuffle_up)
+    arch = types.SimpleNamespace(lane_idx=warp.lane_idx, shuffle_sync_up=warp.shuffle_up, shuffle_sync=warp.shuffle,
+                                 vote_ballot_sync=warp.ballot, popc=lambda bits: bin(bits).count("1"))
     cute = types.SimpleNamespace(arch=arch, make_rmem_tensor=lambda shape, dtype: [0] * shape[0])
     return {"cutlass": cutlass, "cute": cute}
