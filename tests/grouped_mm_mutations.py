@@ -6,11 +6,13 @@ combine), and the tests that must catch each.
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-`route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds the text, once) in a copy of the tree (the kernel's
-source is read from its files, so the copy is what compiles), followed by the grouped GEMM's tests in that copy, stopping at the
-first failure: the schedule's on a simulated warp (no GPU needed), then the GPU tests. A mutation that leaves them green is a hole in the tests: the run
-exits non-zero. `--sanitizer` mutations run compute-sanitizer's racecheck on the
-small case instead and must make it report.
+`route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds
+the text, once) in a copy of the tree (the kernel's source is read from its files, so
+the copy is what compiles), followed by the tests that must catch it in that copy,
+stopping at the first failure: first those that run the kernel's code on simulated
+threads (`tests/simt.py`; no GPU needed), then the GPU tests. A mutation that leaves
+them green is a hole in the tests: the run exits non-zero. `--sanitizer` mutations
+run compute-sanitizer's racecheck on the small case instead and must make it report.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 from typing import Dict, Tuple
+
+from benchmarks.harness import has_hopper_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the grouped GEMM's package
@@ -208,16 +212,17 @@ FOCUS: Dict[str, str] = {
     "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",
     "experts_rows_index_from_lane_0": "one_kernel and (float32 or break)",
     "experts_combine_one_row_early": "one_kernel and (float32 or break)",
-    "experts_combine_first_slot_for_all": "one_kernel and (float32 or break)",
+    # (weigh_and_sum, the combine kernel's, also runs on simulated threads without a GPU)
+    "experts_combine_first_slot_for_all": "combine_kernel_on_simulated_threads or one_kernel and (float32 or break)",
     "experts_combine_one_count_a_token": "one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
-    "combine_reads_the_slot_not_its_row": "combine_kernel_against",
-    "combine_first_slots_weight_for_all": "combine_kernel_against",
-    "combine_last_vector_unwritten": "combine_kernel_against",
-    "route_rank_counts_the_slot_itself": "route_kernel_agrees",
-    "route_leaves_the_counters": "one_kernel and float32",
-    # (the sort also caught without a GPU, by the warp simulated with a thread a lane)
+    **{name: "combine_kernel_on_simulated_threads or combine_kernel_against"
+       for name in ("combine_reads_the_slot_not_its_row", "combine_first_slots_weight_for_all",
+                    "combine_last_vector_unwritten")},
+    "route_rank_counts_the_slot_itself": "route_kernel_on_simulated_threads or route_kernel_agrees",
+    "route_leaves_the_counters": "route_kernel_on_simulated_threads or one_kernel and float32",
+    # (the sort also caught without a GPU, on a warp simulated with a thread a lane)
     **{name: "decode_route_on_a_simulated_warp or decode_against_float32 and e16_h256_i512 or decode_kernel_replays"
        for name in ("decode_sort_counts_the_slot_itself", "decode_active_rank_counts_its_own_expert",
                     "decode_slot_count_one_short")},
@@ -298,9 +303,10 @@ def run(name: str) -> bool:
         proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
         caught = proc.returncode != 0
-        # (pytest's summary line: no test passed or failed, so every one skipped)
-        unrun = not caught and not re.search(r"\d+ (passed|failed)", tail[0])
-        verdict = "caught" if caught else "NOT RUN: every test it names skipped (no GPU?)" if unrun else "NOT CAUGHT"
+        # (pytest's summary line: some tests skipped, those that need the GPU this machine lacks)
+        unrun = not caught and not has_hopper_gpu() and re.search(r"\d+ skipped", tail[0])
+        verdict = ("caught" if caught else "NOT RUN: the tests that ran passed, those that need a Hopper GPU skipped"
+                   if unrun else "NOT CAUGHT")
         print(f"{name}: {verdict} ({tail[0][:160]})", flush=True)
         return caught
 

@@ -57,6 +57,90 @@ def test_combine_weighs_each_tokens_slots_from_the_rows_that_hold_them(dtype):
     assert ((out.float() - ref).abs().max() / ref.abs().max()).item() < 1e-2
 
 
+@pytest.mark.parametrize("tokens, k, hidden", [(1, 1, 8), (3, 2, 1040), (4, 8, 64)])
+def test_combine_kernel_on_simulated_threads_weighs_each_tokens_rows_in_slot_order(tokens, k, hidden, monkeypatch):
+    """The combine kernel's code run by simulated threads (`tests/simt.py`), a CTA of 128
+    for each token and column chunk (two at H = 1040, the second with two vectors): every
+    token's row, every 16-byte vector of it written, each the sum over its slots, in slot
+    order, of the slot's weight times the row `row_of` names."""
+    import random
+
+    import numpy as np
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import combine_kernel
+    from tests.simt import Shared, Threads, VectorRows, install, plain
+
+    rng = random.Random(hidden)
+    rows = list(range(tokens * k))
+    rng.shuffle(rows)  # row_of: where each slot's row lies (expert order)
+    weights = [rng.randint(-4, 4) / 2 for _ in rows]
+    y = np.array([[rng.randint(-9, 9) for _ in range(hidden)] for _ in rows], dtype=np.float64)
+    out = np.full((tokens, hidden), np.nan)
+    kernel = combine_kernel.WeightedCombine(cutlass.BFloat16, cutlass.Float32, cutlass.BFloat16, hidden, k)
+    monkeypatch.setattr(combine_kernel, "weigh_and_sum", plain(combine_kernel.weigh_and_sum))
+    for token in range(tokens):
+        for chunk in range(kernel.chunks):
+            threads = Threads(combine_kernel.THREADS, block=(token, chunk, 0))
+            install(monkeypatch, combine_kernel, threads)
+            threads.run(lambda: plain(combine_kernel.WeightedCombine.kernel)(
+                kernel, VectorRows(y, kernel.vector), Shared.of(rows), Shared.of(weights),
+                VectorRows(out, kernel.vector)))
+    expected = np.zeros((tokens, hidden))
+    for t in range(tokens):
+        for j in range(k):
+            expected[t] = expected[t] + weights[t * k + j] * y[rows[t * k + j]]
+    assert (out == expected).all(), np.argwhere(out != expected)[:4]
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_route_kernel_on_simulated_threads_agrees_with_route_slots(seed, monkeypatch):
+    """The routing kernel's code (one CTA, a thread a slot, counts in shared memory) run by
+    64 simulated threads (`tests/simt.py`; MAX_SLOTS set to match): each slot's row, each
+    row's token and the experts' ends as `route_slots` sorts them, every counter zeroed
+    (more of them than threads), an id outside [0, E) trapping."""
+    import random
+    import types
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import route_kernel
+    from tests.simt import Shared, Threads, Trap, install, plain
+
+    threads_count = 64
+    rng = random.Random(seed)
+    k = rng.choice([1, 2, 8])
+    tokens = rng.randint(1, threads_count // k)
+    experts = rng.choice([1, 4, 16, 64])
+    favourites = rng.sample(range(experts), min(experts, rng.choice([1, 2, experts])))
+    ids = [rng.choice(favourites) for _ in range(tokens * k)]
+    zero_count = rng.choice([1, threads_count, 150])
+
+    def route(ids):
+        threads = Threads(threads_count)
+        install(monkeypatch, route_kernel, threads)
+        monkeypatch.setattr(route_kernel, "MAX_SLOTS", threads_count)
+        storage = types.SimpleNamespace(counts=Shared(experts, -5), starts=Shared(experts),
+                                        slot_expert=Shared(threads_count))
+        monkeypatch.setattr(route_kernel, "SmemAllocator", lambda: types.SimpleNamespace(allocate=lambda _: storage))
+        row_of, token, offs, zeros = Shared(len(ids)), Shared(len(ids)), Shared(experts), Shared(zero_count, -7)
+        kernel = route_kernel.RouteSlots(experts, cutlass.Int64)
+        kernel.shared_storage = "the struct `__call__` makes (the allocator above stands in for it)"
+        threads.run(lambda: plain(route_kernel.RouteSlots.kernel)(
+            kernel, Shared.of(ids), row_of, token, offs, zeros, len(ids), k, zero_count))
+        return row_of, token, offs, zeros
+
+    row_of, token, offs, zeros = route(ids)
+    order, expected_offs = route_slots(torch.tensor(ids).view(tokens, k), experts)
+    order = order.tolist()
+    assert zeros == [0] * zero_count
+    assert row_of == [order.index(slot) for slot in range(len(ids))]
+    assert token == [slot // k for slot in order] and offs == expected_offs.tolist()
+    bad = list(ids)
+    bad[rng.randrange(len(bad))] = rng.choice([-1, experts])
+    with pytest.raises(Trap, match="topk_ids holds an id"):
+        route(bad)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("y_dtype, weight_dtype, out_dtype", [
     (torch.bfloat16, torch.float32, torch.bfloat16), (torch.float16, torch.float16, torch.float16),
@@ -578,7 +662,7 @@ def test_decode_reduce_scatter_leaves_each_values_warp_total_in_the_lanes_that_s
 @pytest.mark.parametrize("seed", range(40))
 def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed, monkeypatch):
     """`MoeDecode.route`, the decode kernel's own sort of the slots, run by a warp simulated
-    with a thread a lane (`tests/warp.py`) on router ids (k in {1, 2, 4, 8}, up to 32
+    with a thread a lane (`tests/simt.py`) on router ids (k in {1, 2, 4, 8}, up to 32
     slots, many on one expert, a token naming one twice): each slot's sorted row, each
     sorted row's token, the experts with a slot in id order with their first row and
     count, against a stable sort; an id outside [0, E) traps."""
@@ -586,7 +670,7 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
 
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops import decode_kernel
-    from tests.warp import Warp, dsl_shims
+    from tests.simt import Shared, Threads, Trap, install, plain
 
     rng = random.Random(seed)
     k = rng.choice([1, 2, 4, 8])
@@ -597,19 +681,15 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
     kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, 256, 256, k, tokens * k, cutlass.Int64, 132)
 
     def route(ids):
-        warp = Warp()
-        for name, shim in dsl_shims(warp).items():
-            monkeypatch.setattr(decode_kernel, name, shim)
-        traps = []
-        monkeypatch.setattr(decode_kernel, "trap_unless", lambda ok, message: ok or traps.append(message))
-        tables = [[None] * decode_kernel.MAX_SLOTS for _ in range(5)] + [[None]]
-        warp.run(lambda: decode_kernel.MoeDecode.route.__wrapped__(kernel, ids, *tables, warp.lane_idx()))
-        return tables, traps
+        warp = Threads(32)
+        install(monkeypatch, decode_kernel, warp)
+        tables = [Shared(decode_kernel.MAX_SLOTS) for _ in range(5)] + [Shared(1)]
+        warp.run(lambda: plain(decode_kernel.MoeDecode.route)(kernel, Shared.of(ids), *tables, warp.index()))
+        return tables
 
-    (token, row_of, active_expert, active_first, active_count, active), traps = route(ids)
+    token, row_of, active_expert, active_first, active_count, active = route(ids)
     order = sorted(range(len(ids)), key=lambda slot: ids[slot])  # (Python's sort is stable)
     used = sorted(set(ids))
-    assert not traps
     assert row_of[:len(ids)] == [order.index(slot) for slot in range(len(ids))]
     assert token[:len(ids)] == [slot // k for slot in order]
     assert active[0] == len(used) and active_expert[:len(used)] == used
@@ -617,8 +697,8 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
     assert active_first[:len(used)] == [sorted(ids).index(e) for e in used]
     bad = list(ids)
     bad[rng.randrange(len(bad))] = rng.choice([-1, experts])
-    _, traps = route(bad)
-    assert len(traps) == 1 and "topk_ids holds an id" in traps[0]
+    with pytest.raises(Trap, match="topk_ids holds an id"):
+        route(bad)
 
 
 def test_decode_kernel_splits_the_layer_over_the_sms():

@@ -1,7 +1,7 @@
 """The grouped GEMM's tile schedule (`hopper_grouped_gemm/schedule.py`) run on the CPU.
 
 `build_schedule`, the code one warp runs on `offs` in every CTA, runs as plain Python on
-a simulated warp (`tests/warp.py`); `locate` then places every cluster tile. Both are
+a simulated warp (`tests/simt.py`); `locate` then places every cluster tile. Both are
 held to a reference written from `offs` directly: each end the largest so far, clamped
 to T; a group's tiles ceil(rows / (128 x cluster_m)) x N-tiles, N-tile major; each group
 of an M-major A with rows starting at a multiple of 8, and, in the grouped reduction with
@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import warp as simulated
-from tests.warp import Warp, dsl_shims
+from tests import simt
+from tests.simt import Shared, Threads, Trap, install, plain
 
 cutlass = pytest.importorskip("cutlass")
 
@@ -27,16 +27,18 @@ ALIGN = 8  # rows of 16 bytes of a 16-bit operand
 FIXTURE_OK = dict(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-def test_the_simulated_warp_shuffles_as_shfl_sync_up_and_refuses_lanes_that_part_ways(monkeypatch):
-    warp = Warp()
-    assert warp.run(lambda: warp.shuffle_up(10 * warp.lane_idx(), 3)) == [0, 10, 20] + [10 * l for l in range(29)]
-    monkeypatch.setattr(simulated, "STEP_TIMEOUT_S", 0.5)
-    warp = Warp()
+def test_the_simulated_warp_shuffles_as_shfl_sync_and_refuses_lanes_that_part_ways(monkeypatch):
+    warp = Threads(32)
+    assert warp.run(lambda: warp.shuffle_up(10 * warp.index(), 3)) == [0, 10, 20] + [10 * lane for lane in range(29)]
+    assert warp.run(lambda: warp.shuffle(warp.index(), 7)) == [7] * 32
+    assert warp.run(lambda: warp.ballot(warp.index() % 3 == 0)) == [sum(1 << lane for lane in range(0, 32, 3))] * 32
+    monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 0.5)
+    warp = Threads(32)
     with pytest.raises(AssertionError, match="never reached"):
-        warp.run(lambda: warp.shuffle_up(1, 1) if warp.lane_idx() % 2 else 0)
-    warp = Warp()
+        warp.run(lambda: warp.shuffle_up(1, 1) if warp.index() % 2 else 0)
+    warp = Threads(32)
     with pytest.raises(ZeroDivisionError):  # a lane's own error, the others let go
-        warp.run(lambda: warp.shuffle_up(1 // (warp.lane_idx() - 5), 1))
+        warp.run(lambda: warp.shuffle_up(1 // (warp.index() - 5), 1))
 
 
 @functools.lru_cache(maxsize=None)
@@ -47,16 +49,16 @@ def _gemm(groups, n, cluster_m=1, ragged="m", a_major="k", b_major="k", m=0):
 
 
 def _run_schedule(gemm, offs, total, monkeypatch):
-    """(tile_end, row_end, trap messages) as the schedule warp leaves them for `offs`."""
-    warp = Warp()
-    for name, shim in dsl_shims(warp).items():
-        monkeypatch.setattr(schedule, name, shim)
-    traps = []
-    monkeypatch.setattr(schedule, "trap_unless", lambda ok, message: ok or traps.append(message))
+    """(tile_end, row_end, the trap's message or None) as the schedule warp leaves them for `offs`."""
+    warp = Threads(32)
+    install(monkeypatch, schedule, warp)
     table = 32 * gemm.lane_groups
-    tile_end, row_end = [None] * table, [None] * (table + 1)
-    warp.run(lambda: schedule.Schedule.build_schedule.__wrapped__(gemm, list(offs), total, tile_end, row_end))
-    return tile_end, row_end, traps
+    tile_end, row_end = Shared(table), Shared(table + 1)
+    try:
+        warp.run(lambda: plain(schedule.Schedule.build_schedule)(gemm, Shared.of(offs), total, tile_end, row_end))
+    except Trap as trap:
+        return tile_end, row_end, str(trap)
+    return tile_end, row_end, None
 
 
 def _ends(offs, total):
@@ -84,7 +86,7 @@ def _located(gemm, tile_end, row_end, tiles, total):
     """`locate` of each tile in turn, the group carried from one to the next as a CTA does."""
     placed, group = [], 0
     for tile in range(tiles):
-        placed.append(schedule.Schedule.locate.__wrapped__(gemm, tile_end, row_end, tile, group, total))
+        placed.append(plain(schedule.Schedule.locate)(gemm, tile_end, row_end, tile, group, total))
         group = placed[-1][0]
     return placed
 
@@ -102,7 +104,8 @@ def _offs(draw, groups, total):
 def _ragged_m_problems(draw):
     groups = draw(st.sampled_from([1, 2, 5, 31, 32, 33, 64, 100, 256]))
     total = draw(st.integers(0, 3000))
-    return groups, draw(st.sampled_from([128, 352, 1024])), draw(st.sampled_from([1, 2])), _offs(draw, groups, total), total
+    n, cluster_m = draw(st.sampled_from([128, 352, 1024])), draw(st.sampled_from([1, 2]))
+    return groups, n, cluster_m, _offs(draw, groups, total), total
 
 
 @settings(max_examples=60, **FIXTURE_OK)
@@ -110,7 +113,7 @@ def _ragged_m_problems(draw):
 def test_schedule_on_a_simulated_warp_places_every_ragged_m_tile_once(problem, monkeypatch):
     groups, n, cluster_m, offs, total = problem
     gemm = _gemm(groups, n, cluster_m)
-    tile_end, row_end, traps = _run_schedule(gemm, offs, total, monkeypatch)
+    tile_end, row_end, trap = _run_schedule(gemm, offs, total, monkeypatch)
     ends = _ends(offs, total)
     expected = _reference_tiles(offs, total, gemm.tile_m * cluster_m, gemm.n_tiles)
     last = ends[-1][1]
@@ -119,8 +122,8 @@ def test_schedule_on_a_simulated_warp_places_every_ragged_m_tile_once(problem, m
     counts = [sum(1 for tile in expected if tile[0] == g) for g in range(groups)]
     assert tile_end[:groups] == [sum(counts[:g + 1]) for g in range(groups)]
     assert set(tile_end[groups:]) <= {len(expected)}  # ... and no tiles
-    assert _located(gemm, tile_end, row_end, tile_end[-1], total) == expected
-    assert not traps  # A K-major: groups start anywhere
+    assert _located(gemm, tile_end, row_end, tile_end[len(tile_end) - 1], total) == expected
+    assert trap is None  # A K-major: groups start anywhere
 
 
 @settings(max_examples=40, **FIXTURE_OK)
@@ -129,10 +132,9 @@ def test_schedule_on_a_simulated_warp_traps_at_an_m_major_group_starting_off_16_
     groups = data.draw(st.sampled_from([1, 3, 33, 64]))
     total = data.draw(st.integers(0, 2000))
     offs = _offs(data.draw, groups, total)
-    _, _, traps = _run_schedule(_gemm(groups, 352, a_major="m"), offs, total, monkeypatch)
+    _, _, trap = _run_schedule(_gemm(groups, 352, a_major="m"), offs, total, monkeypatch)
     misaligned = [start for start, end in _ends(offs, total) if end > start and start % ALIGN]
-    assert bool(traps) == bool(misaligned), (misaligned, traps)
-    assert all(message == schedule.UNALIGNED_GROUP_MESSAGE for message in traps)
+    assert trap == (schedule.UNALIGNED_GROUP_MESSAGE if misaligned else None), misaligned
 
 
 @pytest.mark.parametrize("majors", [("m", "n"), ("k", "n"), ("m", "k"), ("k", "k")])
@@ -148,8 +150,13 @@ def test_grouped_reduction_schedule_on_a_simulated_warp_places_every_tile_once(m
     total = data.draw(st.integers(0, 1500))
     offs = _offs(data.draw, groups, total)
     gemm = _gemm(groups, 352, cluster_m, ragged="k", a_major=a_major, b_major=b_major, m=512)
-    tile_end, row_end, traps = _run_schedule(gemm, offs, total, monkeypatch)
+    tile_end, row_end, trap = _run_schedule(gemm, offs, total, monkeypatch)
     ends = _ends(offs, total)
+    t_contiguous = "k" in (a_major, b_major)
+    misaligned = [end for start, end in ends if end > start and end % ALIGN]
+    assert trap == (schedule.UNALIGNED_REDUCTION_GROUP_MESSAGE if t_contiguous and misaligned else None), misaligned
+    if trap:
+        return  # (the kernel ends there)
     tiles = groups * gemm.m_tiles // cluster_m * gemm.n_tiles  # the kernel's count with ragged K
     covered = []
     for group, m_step, n_tile, rows, start, length in _located(gemm, tile_end, row_end, tiles, total):
@@ -157,7 +164,3 @@ def test_grouped_reduction_schedule_on_a_simulated_warp_places_every_tile_once(m
         covered += [(group, m_step * cluster_m + rank, n_tile) for rank in range(cluster_m)]
     assert sorted(covered) == [(g, m, n) for g in range(groups) for m in range(gemm.m_tiles)
                                for n in range(gemm.n_tiles)]
-    t_contiguous = "k" in (a_major, b_major)
-    misaligned = [end for start, end in ends if end > start and end % ALIGN]
-    assert bool(traps) == (t_contiguous and bool(misaligned)), (misaligned, traps)
-    assert all(message == schedule.UNALIGNED_REDUCTION_GROUP_MESSAGE for message in traps)
