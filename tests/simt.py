@@ -17,7 +17,9 @@ names it reads (`dsl_shims`) set as its module's globals:
 - `Shared(n)`: an array of shared or global memory, bounds-checked, that atomics can
   address (`.iterator + i`).
 - `VectorRows`: a 2-D numpy array seen as (rows, (vector, columns / vector)), as the
-  combine kernels view theirs; `rows[(r, (None, c))]` is vector c of row r.
+  combine kernels view theirs; `rows[(r, (None, c))]` is vector c of row r, and
+  `rows[(r, (e, c))]` its element e.
+- `Matrix`: a 2-D numpy array indexed `[(i, j)]`, bounds-checked.
 - A failed `trap_unless` raises `Trap` with its message: the kernel ends there.
 """
 from __future__ import annotations
@@ -144,6 +146,22 @@ class Shared(list):
         return self
 
 
+class Matrix:
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __getitem__(self, coordinate: Tuple[int, int]) -> Any:
+        return self.array[self._checked(coordinate)]
+
+    def __setitem__(self, coordinate: Tuple[int, int], value: Any) -> None:
+        self.array[self._checked(coordinate)] = value
+
+    def _checked(self, coordinate: Tuple[int, int]) -> Tuple[int, int]:
+        if not all(0 <= i < n for i, n in zip(coordinate, self.array.shape)):
+            raise IndexError(f"{coordinate} outside {self.array.shape}")
+        return coordinate
+
+
 class Vector:
     """A register vector of fp32 values (float64 here: sums of small integers stay exact)."""
 
@@ -195,10 +213,21 @@ class VectorRows:
         self.array, self.vector = array, vector
 
     def __getitem__(self, coordinate: Tuple[int, Tuple[None, int]]) -> "VectorRows._Slice":
+        row, (_, column) = self._checked(coordinate)
+        return VectorRows._Slice(self.array, row, slice(column * self.vector, (column + 1) * self.vector))
+
+    def __setitem__(self, coordinate: Tuple[int, Tuple[int, int]], value: Any) -> None:
+        """Element `element` of vector `column` of row `row`: `rows[(row, (element, column))] = value`."""
+        row, (element, column) = self._checked(coordinate)
+        if not 0 <= element < self.vector:
+            raise IndexError(f"element {element} of a vector of {self.vector}")
+        self.array[row, column * self.vector + element] = value
+
+    def _checked(self, coordinate: Tuple[int, Tuple[Any, int]]) -> Tuple[int, Tuple[Any, int]]:
         row, (_, column) = coordinate
         if not (0 <= row < self.array.shape[0] and 0 <= column < self.array.shape[1] // self.vector):
             raise IndexError(f"vector ({row}, {column}) outside {self.array.shape} in vectors of {self.vector}")
-        return VectorRows._Slice(self.array, row, slice(column * self.vector, (column + 1) * self.vector))
+        return coordinate
 
     class _Slice:
         def __init__(self, array: np.ndarray, row: int, columns: slice) -> None:

@@ -701,6 +701,43 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
         route(bad)
 
 
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k, monkeypatch):
+    """`MoeDecode.combine`, the end of the decode kernel, run by the 512 threads of a CTA
+    simulated on the CPU (`tests/simt.py`), in the first CTA and the last: each token's
+    value in each of the CTA's rows of H the sum over its slots, in slot order, of the
+    slot's weight times its sorted row of y, stored where that row of H lies."""
+    import random
+
+    import numpy as np
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import decode_kernel
+    from tests.simt import Matrix, Shared, Threads, VectorRows, install, plain
+
+    rng = random.Random(k)
+    tokens = decode_kernel.MAX_SLOTS // k // 2
+    kernel = decode_kernel.MoeDecode(cutlass.BFloat16, 8, 256, 256, k, tokens * k, cutlass.Int64, 132)
+    kernel.ab_dtype = float  # (the store's rounding to x's type, left out)
+    rows = list(range(tokens * k))
+    rng.shuffle(rows)
+    weights = [rng.randint(-4, 4) / 2 for _ in rows]
+    y = np.array([[rng.randint(-9, 9) for _ in range(kernel.rows)] for _ in rows], dtype=np.float64)
+    out = np.full((tokens, 256), np.nan)
+    for block in (0, kernel.blocks - 1):
+        threads = Threads(decode_kernel.THREADS)
+        install(monkeypatch, decode_kernel, threads)
+        threads.run(lambda: plain(decode_kernel.MoeDecode.combine)(
+            kernel, Matrix(y), Shared.of(rows), Shared.of(weights), VectorRows(out, kernel.vector),
+            block * kernel.rows, threads.index()))
+        columns = slice(block * kernel.rows, (block + 1) * kernel.rows)
+        expected = np.zeros((tokens, kernel.rows))
+        for t in range(tokens):
+            for j in range(k):
+                expected[t] = expected[t] + weights[t * k + j] * y[rows[t * k + j]]
+        assert (out[:, columns] == expected).all(), np.argwhere(out[:, columns] != expected)[:4]
+
+
 def test_decode_kernel_splits_the_layer_over_the_sms():
     """Qwen3's experts at one token: 8 experts x 16 chunks of 48 intermediate columns
     (gate-up) and 128 blocks of 16 rows of H (down), 128 CTAs, every expert's 24 KB of
