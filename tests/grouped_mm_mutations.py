@@ -140,8 +140,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
         "                    tma_b, rank,",
         "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
         "                    tma_b, 0,"),
-    "ragged_k_pair_m_steps_not_halved": ("m_steps = self.m_tiles // self.cluster_m",
-                                         "m_steps = self.m_tiles // 1"),
+    "ragged_k_pair_m_steps_not_halved": ("self.fixed_m_steps = self.m_tiles // self.cluster_m",
+                                         "self.fixed_m_steps = self.m_tiles // 1"),
     # the combine: the slot's own row, its own weight, every column chunk
     "combine_reads_the_slot_not_its_row": ("(weights[slot]), y[(row_of[slot], (None, column))]",
                                            "(weights[slot]), y[(slot, (None, column))]"),

@@ -161,6 +161,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.n_tiles = -(-config.n // config.tile_n)
         self.k_tiles = -(-config.k // TILE_K)  # per tile when K is fixed
         self.m_tiles = -(-config.m // self.tile_m)  # per group when M is fixed (ragged K)
+        self.fixed_m_steps = self.m_tiles // self.cluster_m  # ... and its cluster tiles' M-steps (pairs: an even count)
         self.table_groups = config.groups if config.ragged != "batch" else 1  # a batch needs no schedule
         self.lane_groups = groups_per_lane(self.table_groups)
         self.swiglu = config.activation == "swiglu"
@@ -426,7 +427,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             total_tiles = tile_end[table - 1]  # in units of cluster tiles (entries past G add none)
         elif cutlass.const_expr(self.ragged == "k"):
             # in units of cluster tiles; empty groups store zeros
-            total_tiles = cutlass.Int32(self.groups * self.m_tiles // cluster_m * self.n_tiles)
+            total_tiles = cutlass.Int32(self.groups * self.fixed_m_steps * self.n_tiles)
         else:
             total_tiles = (total + tile_m - 1) // tile_m * self.n_tiles * self.groups
 

@@ -107,7 +107,7 @@ class Schedule:
             return (rest % self.groups, rest // self.groups, tile % self.n_tiles, total, cutlass.Int32(0),
                     cutlass.Int32(self.k))
         if cutlass.const_expr(self.ragged == "k"):
-            m_steps = self.m_tiles // self.cluster_m  # every group has the same M-tiles (an even count in pairs)
+            m_steps = self.fixed_m_steps  # every group has the same M-tiles
             group = tile // (m_steps * self.n_tiles)
             local = tile - group * (m_steps * self.n_tiles)
             start = row_end[group]
