@@ -226,12 +226,13 @@ FOCUS: Dict[str, str] = {
     **{name: "decode_route_on_a_simulated_warp or decode_against_float32 and e16_h256_i512 or decode_kernel_replays"
        for name in ("decode_sort_counts_the_slot_itself", "decode_active_rank_counts_its_own_expert",
                     "decode_slot_count_one_short")},
-    **{name: "decode_against_float32 and e16_h256_i512 or decode_kernel_replays"
+    # (the whole decode kernel also runs on simulated CTAs without a GPU)
+    **{name: "decode_kernel_on_simulated_ctas or decode_against_float32 and e16_h256_i512 or decode_kernel_replays"
        for name in ("decode_up_row_of_the_next_column", "decode_experts_weights_one_expert_on",
                     "decode_last_row_of_a_batch_unstored", "decode_down_rows_one_block_on")},
     "decode_combine_first_slots_weight_for_all":
         "decode_combine_on_simulated_threads or decode_against_float32 and e16_h256_i512 or decode_kernel_replays",
-    **{name: "decode_stages or decode_against_float32 and e16_h256_i512"
+    **{name: "decode_kernel_on_simulated_ctas or decode_stages or decode_against_float32 and e16_h256_i512"
        for name in ("decode_staged_rows_read_as_the_next_experts", "decode_staged_rows_copied_one_row_on",
                     "decode_reads_one_expert_past_the_staged")},
     # (also caught without a GPU, by the warp simulated in numpy)

@@ -5,60 +5,84 @@ The plain Python function the DSL traces for a `@cute.jit` function or a
 names it reads (`dsl_shims`) set as its module's globals:
 
     threads = Threads(32)                      # a warp; Threads(n) a CTA of n threads
-    install(monkeypatch, schedule, threads)    # the module's cutlass, cute, trap_unless
+    install(monkeypatch, schedule)             # the module's cutlass, cute, trap_unless, ...
     body = plain(schedule.Schedule.build_schedule)
     results = threads.run(lambda: body(...))   # body's threads call cute.arch.lane_idx(), ...
 
 - `Threads`: n threads of one CTA, a Python thread each, in step at each barrier
-  (`sync_threads`) and, in a warp of 32, at each shuffle or ballot; every thread must
-  reach the same ones in the same order, as the hardware asks. A thread that raises
-  stops the others (`run` raises its error); threads that part ways are an error too,
-  after STEP_TIMEOUT_S. Atomics under a lock.
-- `Shared(n)`: an array of shared or global memory, bounds-checked, that atomics can
-  address (`.iterator + i`).
-- `VectorRows`: a 2-D numpy array seen as (rows, (vector, columns / vector)), as the
-  combine kernels view theirs; `rows[(r, (None, c))]` is vector c of row r, and
-  `rows[(r, (e, c))]` its element e.
-- `Matrix`: a 2-D numpy array indexed `[(i, j)]`, bounds-checked.
+  (`sync_threads`) and, within each warp of 32, at each shuffle, ballot or warp sum;
+  every thread must reach the same ones in the same order, as the hardware asks. A
+  thread that raises stops the others (`run` raises its error); threads that part
+  ways are an error too, after STEP_TIMEOUT_S; atomics are under one lock. `run_grid` runs
+  several CTAs at once, for kernels whose CTAs wait for each other.
+- `Shared(n)`: a 1-D array of shared or global memory, a list, bounds-checked, that
+  atomics can address (`.iterator + i`).
+- `Tensor`: a numpy array seen through a CuTe layout (shape and stride, nested
+  tuples): `t[(r, (None, c))]` slices (a sub-tensor whose `load()` is a `Vector`), a
+  full coordinate reads or writes an element, every coordinate bounds-checked. Its
+  `iterator` is a pointer with an address (`Memory`), so that kernel code may move it
+  and build tensors on it (`cute.make_ptr`, `cute.make_tensor`).
+- `SharedField`: a field of a CTA's shared memory (`Threads.storage` holds the CTA's,
+  what the shared-memory allocator hands out).
 - A failed `trap_unless` raises `Trap` with its message: the kernel ends there.
 """
 from __future__ import annotations
 
+import math
 import threading
+import time
 import types
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 STEP_TIMEOUT_S = 20.0
+WARP = 32
+_CURRENT = threading.local()  # the simulated thread a Python thread runs: (its CTA, its index)
 
 
 class Threads:
+    """One CTA of `count` threads (a multiple of 32, or fewer than 32 for one part-warp)."""
+
     def __init__(self, count: int = 32, block: Tuple[int, int, int] = (0, 0, 0)) -> None:
         self.count, self.block = count, block
-        self._thread = threading.local()
+        self._cta = threading.Barrier(count, timeout=STEP_TIMEOUT_S)
+        warps = -(-count // WARP)
+        self._warps = [threading.Barrier(min(WARP, count - WARP * w), timeout=STEP_TIMEOUT_S) for w in range(warps)]
         self._slots: List[Any] = [None] * count
-        self._step = threading.Barrier(count, timeout=STEP_TIMEOUT_S)
-        self._atomics = threading.Lock()
+        self.storage: Any = None  # the CTA's shared memory, where a test gives it one
+
+    # -- the running thread ---------------------------------------------------------
+    @staticmethod
+    def current() -> "Threads":
+        return _CURRENT.threads
 
     def index(self) -> int:
-        return self._thread.index
+        return _CURRENT.index
 
+    def lane(self) -> int:
+        return _CURRENT.index % WARP
+
+    # -- collectives ------------------------------------------------------------------
     def exchange(self, value: Any) -> List[Any]:
-        """Every thread's `value`, by thread: the step each collective below takes."""
-        self._slots[self.index()] = value
-        self._step.wait()
-        values = list(self._slots)
-        self._step.wait()  # every thread has read before a next step writes
+        """Every lane's `value` in this thread's warp, by lane: the step each warp
+        collective below takes."""
+        index = self.index()
+        first = index - index % WARP
+        step = self._warps[index // WARP]
+        self._slots[index] = value
+        step.wait()
+        values = self._slots[first:first + step.parties]
+        step.wait()  # every lane has read before a next step writes
         return values
 
     def sync(self) -> None:
         """`bar.sync` of the whole CTA."""
-        self._step.wait()
+        self._cta.wait()
 
     def shuffle_up(self, value: Any, delta: int) -> Any:
         """`shfl.sync.up`: lane l gets lane l - delta's value; lanes below delta keep their own."""
-        lane = self.index()
+        lane = self.lane()
         values = self.exchange(value)
         return values[lane - delta] if lane >= delta else value
 
@@ -66,51 +90,295 @@ class Threads:
         """`shfl.sync.idx`: every lane gets lane `source`'s value."""
         return self.exchange(value)[source]
 
+    def shuffle_xor(self, value: Any, mask: int) -> Any:
+        """`shfl.sync.bfly`: lane l gets lane l ^ mask's value."""
+        return self.exchange(value)[self.lane() ^ mask]
+
     def ballot(self, predicate: Any) -> int:
         """`vote.ballot.sync`: bit l set where lane l's predicate holds."""
         return sum(1 << lane for lane, holds in enumerate(self.exchange(bool(predicate))) if holds)
 
-    def atomic_add(self, pointer: "Pointer", value: Any) -> Any:
-        with self._atomics:
-            old = pointer.array[pointer.offset]
-            pointer.array[pointer.offset] = old + value
-        return old
+    def warp_sum(self, value: Any) -> Any:
+        """The warp's sum of `value`, in every lane (summed in lane order)."""
+        total = 0.0
+        for v in self.exchange(value):
+            total = total + v
+        return total
 
+    # -- running ------------------------------------------------------------------------
     def run(self, body: Callable[[], Any]) -> List[Any]:
         """`body()` in each thread; what each returned, by thread."""
-        results: List[Any] = [None] * self.count
-        errors: List[BaseException] = []
-        stranded: List[int] = []
-
-        def thread(index: int) -> None:
-            self._thread.index = index
-            try:
-                results[index] = body()
-            except threading.BrokenBarrierError:
-                stranded.append(index)  # another thread failed first, or the threads parted ways
-            except BaseException as exc:  # noqa: BLE001 - reported below
-                errors.append(exc)
-                self._step.abort()
-
-        threads = [threading.Thread(target=thread, args=(index,)) for index in range(self.count)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        if stranded:
-            raise AssertionError(f"threads {sorted(stranded)} waited at a barrier or shuffle that the others "
-                                 "never reached")
-        return results
+        return run_grid([self], body)[0]
 
 
+_GRID_ATOMICS = threading.Lock()  # atomics on global memory, seen by every CTA
+
+
+def run_grid(ctas: Sequence[Threads], body: Callable[[], Any]) -> List[List[Any]]:
+    """`body()` in every thread of every CTA at once; what each returned, by CTA and thread."""
+    results: List[List[Any]] = [[None] * cta.count for cta in ctas]
+    errors: List[BaseException] = []
+    stranded: List[Tuple[int, int]] = []
+    failed = threading.Event()  # (ends the spin waits on other CTAs too)
+
+    def thread(c: int, index: int) -> None:
+        _CURRENT.threads, _CURRENT.index, _CURRENT.failed = ctas[c], index, failed
+        try:
+            results[c][index] = body()
+        except threading.BrokenBarrierError:
+            stranded.append((c, index))  # another thread failed first, or the threads parted ways
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+            failed.set()
+            for cta in ctas:
+                cta._cta.abort()
+                for step in cta._warps:
+                    step.abort()
+
+    old_stack = threading.stack_size(256 * 1024)  # (thousands of threads for a grid)
+    try:
+        threads = [threading.Thread(target=thread, args=(c, i)) for c, cta in enumerate(ctas) for i in range(cta.count)]
+    finally:
+        threading.stack_size(old_stack)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    if stranded:
+        raise AssertionError(f"threads (CTA, thread) {sorted(stranded)[:8]}... waited at a barrier or shuffle "
+                             "that the others never reached")
+    return results
+
+
+# -- memory ------------------------------------------------------------------------------
 class Pointer:
-    def __init__(self, array: list, offset: int = 0) -> None:
-        self.array, self.offset = array, offset
+    """An element of an array (a list or a numpy array); with `memory`, also an address."""
+
+    def __init__(self, array: Any, offset: int = 0, memory: Optional["Memory"] = None) -> None:
+        self.array, self.offset, self.memory = array, offset, memory
 
     def __add__(self, offset: int) -> "Pointer":
-        return Pointer(self.array, self.offset + offset)
+        return Pointer(self.array, self.offset + offset, self.memory)
+
+    def toint(self) -> int:
+        return self.memory.address_of(self.array, self.offset)
+
+
+class Address:
+    """`cute.make_ptr`'s: an address, resolved to its array when a tensor is made on it."""
+
+    def __init__(self, memory: "Memory", address: int) -> None:
+        self.memory, self.address = memory, address
+
+
+class Memory:
+    """Arrays at addresses of their own (each 2^40 bytes apart), so that kernel code may
+    compute addresses (`iterator.toint() + bytes`) and make tensors on them."""
+
+    SPAN = 1 << 40
+
+    def __init__(self) -> None:
+        self._arrays: List[Tuple[np.ndarray, int]] = []  # (array, bytes an element)
+
+    def tensor(self, array: np.ndarray, layout: Tuple[Any, Any], element_bytes: int) -> "Tensor":
+        """`array` (flat, its elements as the kernel's type holds them) seen through `layout`."""
+        self._arrays.append((array, element_bytes))
+        return Tensor(Pointer(array, 0, self), layout)
+
+    def address_of(self, array: np.ndarray, offset: int) -> int:
+        for i, (known, element_bytes) in enumerate(self._arrays):
+            if known is array:
+                return (i + 1) * self.SPAN + offset * element_bytes
+        raise AssertionError("an address of an array the memory does not hold")
+
+    def pointer_at(self, address: int) -> Pointer:
+        i, byte = divmod(address, self.SPAN)
+        array, element_bytes = self._arrays[i - 1]
+        if byte % element_bytes:
+            raise AssertionError(f"address {address:#x} is not on an element of its array")
+        return Pointer(array, byte // element_bytes, self)
+
+
+def make_layout(shape: Any, stride: Any = None) -> Tuple[Any, Any]:
+    """(shape, stride), compact and column-major (CuTe's default) where no stride is given."""
+    return (shape, _compact(shape, 1)[0] if stride is None else stride)
+
+
+def _compact(shape: Any, step: int) -> Tuple[Any, int]:
+    if isinstance(shape, tuple):
+        strides = []
+        for mode in shape:
+            stride, step = _compact(mode, step)
+            strides.append(stride)
+        return tuple(strides), step
+    return step, step * shape
+
+
+def _size(shape: Any) -> int:
+    return math.prod(_size(mode) for mode in shape) if isinstance(shape, tuple) else shape
+
+
+def _slice(shape: Any, stride: Any, coordinate: Any) -> Tuple[int, list]:
+    """(offset, [(shape, stride) of each mode the coordinate leaves open]) of a coordinate:
+    None keeps a mode, an int picks in it (colexicographically in a nested mode)."""
+    if coordinate is None:
+        return 0, [(shape, stride)]
+    if isinstance(shape, tuple):
+        if not isinstance(coordinate, tuple):  # an int for a nested mode
+            if not 0 <= coordinate < _size(shape):
+                raise IndexError(f"coordinate {coordinate} outside a mode of {_size(shape)}")
+            parts = []
+            for mode in shape:
+                parts.append(coordinate % _size(mode))
+                coordinate //= _size(mode)
+            coordinate = tuple(parts)
+        if len(coordinate) != len(shape):
+            raise IndexError(f"coordinate {coordinate} for a mode of shape {shape}")
+        offset, kept = 0, []
+        for mode, mode_stride, c in zip(shape, stride, coordinate):
+            o, k = _slice(mode, mode_stride, c)
+            offset, kept = offset + o, kept + k
+        return offset, kept
+    if not 0 <= coordinate < shape:
+        raise IndexError(f"coordinate {coordinate} outside a mode of {shape}")
+    return coordinate * stride, []
+
+
+def _offsets(kept: list) -> List[int]:
+    """The offsets of every element of the kept modes, colexicographically."""
+    offsets = [0]
+    for shape, stride in kept:
+        if isinstance(shape, tuple):
+            inner = _offsets(list(zip(shape, stride)))
+        else:
+            inner = [i * stride for i in range(shape)]
+        offsets = [o + i for i in inner for o in offsets]
+    return offsets
+
+
+class Tensor:
+    """A numpy array (behind `pointer`) through a layout; see the module docstring."""
+
+    def __init__(self, pointer: Pointer, layout: Tuple[Any, Any]) -> None:
+        self.pointer, self.layout = pointer, layout
+
+    element_type = float  # (what a store's conversion names: the values stay float64)
+
+    @property
+    def iterator(self) -> Pointer:
+        return self.pointer
+
+    def _at(self, coordinate: Any) -> Tuple[int, list]:
+        offset, kept = _slice(*self.layout, coordinate)
+        return self.pointer.offset + offset, kept
+
+    def __getitem__(self, coordinate: Any) -> Any:
+        offset, kept = self._at(coordinate)
+        if kept:
+            shape = tuple(s for s, _ in kept)
+            return Tensor(Pointer(self.pointer.array, offset, self.pointer.memory),
+                          (shape if len(shape) > 1 else shape[0],
+                           tuple(d for _, d in kept) if len(kept) > 1 else kept[0][1]))
+        return self._element(offset)
+
+    def __setitem__(self, coordinate: Any, value: Any) -> None:
+        offset, kept = self._at(coordinate)
+        if kept:
+            raise IndexError(f"a store of one value through the slice {coordinate}")
+        self._check(offset)
+        self.pointer.array[offset] = value
+
+    def _check(self, offset: int) -> None:
+        if not 0 <= offset < len(self.pointer.array):
+            raise IndexError(f"element {offset} outside an array of {len(self.pointer.array)}")
+
+    def _element(self, offset: int) -> Any:
+        self._check(offset)
+        return self.pointer.array[offset]
+
+    def _all(self) -> List[int]:
+        base = self.pointer.offset
+        offsets = [base + o for o in _offsets([self.layout])]
+        for o in offsets:
+            self._check(o)
+        return offsets
+
+    def load(self) -> "Vector":
+        return Vector(np.array([self.pointer.array[o] for o in self._all()], dtype=np.float64))
+
+    def store(self, vector: "Vector") -> None:
+        for o, value in zip(self._all(), vector.values, strict=True):
+            self.pointer.array[o] = value
+
+    def fill(self, value: Any) -> None:
+        for o in self._all():
+            self.pointer.array[o] = value
+
+
+class Vector:
+    """A register vector of fp32 values (float64 here)."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.values = np.asarray(values, dtype=np.float64)
+
+    def __getitem__(self, index: int) -> float:
+        return self.values[index]
+
+    def __add__(self, other: Any) -> "Vector":
+        return Vector(self.values + (other.values if isinstance(other, Vector) else other))
+
+    __radd__ = __add__
+
+    def __mul__(self, other: Any) -> "Vector":
+        return Vector(self.values * (other.values if isinstance(other, Vector) else other))
+
+    __rmul__ = __mul__
+
+    def to(self, dtype: Any) -> "Vector":
+        return self
+
+    def reduce(self, op: Any, init: float, mode: int) -> float:
+        total = init
+        for v in self.values:
+            total = total + v
+        return total
+
+
+def registers(shape: Any, dtype: Any) -> Any:
+    """`cute.make_rmem_tensor`: a list for integers, a `Tensor` of zeros otherwise."""
+    if dtype is int:
+        return [0] * shape[0]
+    return Tensor(Pointer(np.zeros(_size(shape))), make_layout(shape))
+
+
+def vector_rows(array: np.ndarray, vector: int, memory: Optional[Memory] = None, element_bytes: int = 2) -> Tensor:
+    """A (rows, columns) array as the (rows, (vector, columns / vector)) tensor the kernels
+    view rows through: `t[(r, (None, c))]` is vector c of row r."""
+    rows, columns = array.shape
+    layout = make_layout((rows, (vector, columns // vector)), stride=(columns, (1, vector)))
+    flat = array.reshape(-1)  # (a view: writes land in `array`)
+    return (memory or Memory()).tensor(flat, layout, element_bytes)
+
+
+def matrix(array: np.ndarray) -> Tensor:
+    """A (rows, columns) array, row-major, indexed `[(i, j)]`."""
+    rows, columns = array.shape
+    return Memory().tensor(array.reshape(-1), make_layout((rows, columns), stride=(columns, 1)), 8)
+
+
+class SharedField:
+    """A field of a CTA's shared-memory struct: `get_tensor(layout)` and `data_ptr()`."""
+
+    def __init__(self, size: int, dtype: Any = np.float64) -> None:
+        self.array = np.zeros(size, dtype=dtype)
+
+    def get_tensor(self, layout: Tuple[Any, Any]) -> Tensor:
+        return Tensor(Pointer(self.array), layout)
+
+    def data_ptr(self) -> Pointer:
+        return Pointer(self.array)
 
 
 class Shared(list):
@@ -146,105 +414,20 @@ class Shared(list):
         return self
 
 
-class Matrix:
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __getitem__(self, coordinate: Tuple[int, int]) -> Any:
-        return self.array[self._checked(coordinate)]
-
-    def __setitem__(self, coordinate: Tuple[int, int], value: Any) -> None:
-        self.array[self._checked(coordinate)] = value
-
-    def _checked(self, coordinate: Tuple[int, int]) -> Tuple[int, int]:
-        if not all(0 <= i < n for i, n in zip(coordinate, self.array.shape)):
-            raise IndexError(f"{coordinate} outside {self.array.shape}")
-        return coordinate
-
-
-class Vector:
-    """A register vector of fp32 values (float64 here: sums of small integers stay exact)."""
-
-    def __init__(self, values: np.ndarray) -> None:
-        self.values = np.asarray(values, dtype=np.float64)
-
-    def __add__(self, other: Any) -> "Vector":
-        return Vector(self.values + (other.values if isinstance(other, Vector) else other))
-
-    __radd__ = __add__
-
-    def __mul__(self, other: Any) -> "Vector":
-        return Vector(self.values * (other.values if isinstance(other, Vector) else other))
-
-    __rmul__ = __mul__
-
-    def to(self, dtype: Any) -> "Vector":
-        return self
-
-
-class Registers:
-    """`cute.make_rmem_tensor`: a thread's registers, indexed or loaded as a vector."""
-
-    def __init__(self, shape: Tuple[int, ...]) -> None:
-        self.values = np.zeros(shape, dtype=np.float64)
-
-    def __getitem__(self, index: int) -> Any:
-        return self.values[index]
-
-    def __setitem__(self, index: int, value: Any) -> None:
-        self.values[index] = value
-
-    def fill(self, value: Any) -> None:
-        self.values.fill(value)
-
-    def load(self) -> Vector:
-        return Vector(self.values.copy())
-
-    def store(self, vector: Vector) -> None:
-        self.values[...] = vector.values
-
-
-class VectorRows:
-    """A (rows, columns) numpy array as a (rows, (vector, columns / vector)) tensor."""
-
-    element_type = float
-
-    def __init__(self, array: np.ndarray, vector: int) -> None:
-        self.array, self.vector = array, vector
-
-    def __getitem__(self, coordinate: Tuple[int, Tuple[None, int]]) -> "VectorRows._Slice":
-        row, (_, column) = self._checked(coordinate)
-        return VectorRows._Slice(self.array, row, slice(column * self.vector, (column + 1) * self.vector))
-
-    def __setitem__(self, coordinate: Tuple[int, Tuple[int, int]], value: Any) -> None:
-        """Element `element` of vector `column` of row `row`: `rows[(row, (element, column))] = value`."""
-        row, (element, column) = self._checked(coordinate)
-        if not 0 <= element < self.vector:
-            raise IndexError(f"element {element} of a vector of {self.vector}")
-        self.array[row, column * self.vector + element] = value
-
-    def _checked(self, coordinate: Tuple[int, Tuple[Any, int]]) -> Tuple[int, Tuple[Any, int]]:
-        row, (_, column) = coordinate
-        if not (0 <= row < self.array.shape[0] and 0 <= column < self.array.shape[1] // self.vector):
-            raise IndexError(f"vector ({row}, {column}) outside {self.array.shape} in vectors of {self.vector}")
-        return coordinate
-
-    class _Slice:
-        def __init__(self, array: np.ndarray, row: int, columns: slice) -> None:
-            self.array, self.row, self.columns = array, row, columns
-
-        def load(self) -> Vector:
-            return Vector(self.array[self.row, self.columns].copy())
-
-        def store(self, vector: Vector) -> None:
-            self.array[self.row, self.columns] = vector.values
-
-
+# -- the DSL's names ----------------------------------------------------------------------
 def plain(function: Any) -> Callable:
     """The Python function the DSL traces for `function`: under a `@cute.jit` its body;
     for a `@gcdsl.kernel` the desugared one (`Kernel.desugared_source`), as it runs."""
     traced = getattr(function, "_cute_kernel", function)  # (a gcdsl Kernel: what it gave `cute.kernel`)
     return traced.__wrapped__
+
+
+def plain_methods(instance: Any) -> None:
+    """Every `@cute.jit` method of `instance`'s class, as its plain function, on the
+    instance: kernel code calling `self.method(...)` runs it as Python too."""
+    for name, member in vars(type(instance)).items():
+        if isinstance(member, types.FunctionType) and hasattr(member, "__wrapped__"):
+            setattr(instance, name, types.MethodType(member.__wrapped__, instance))
 
 
 class Trap(Exception):
@@ -256,26 +439,69 @@ def trap_unless(ok: Any, message: str) -> None:
         raise Trap(message)
 
 
-def install(monkeypatch: Any, module: Any, threads: Threads) -> None:
-    """`dsl_shims(threads)` as `module`'s globals, each that the module has."""
-    for name, shim in dsl_shims(threads).items():
+def install(monkeypatch: Any, module: Any, memory: Optional[Memory] = None) -> None:
+    """`dsl_shims(memory)` as `module`'s globals, each that the module has."""
+    for name, shim in dsl_shims(memory or Memory()).items():
         if hasattr(module, name):
             monkeypatch.setattr(module, name, shim)
 
 
-def dsl_shims(threads: Threads) -> dict:
-    """Module globals standing in for `cutlass`, `cute` and `trap_unless` in plain kernel
-    code: Python's numbers for the DSL's, its min and max, ranges as loops, registers,
-    `threads`' indices, barriers, shuffles, ballots and atomics, and traps that raise."""
+def _spin_load(pointer: Pointer, dtype: Any, **order: Any) -> Any:
+    """A load that other CTAs' stores change (a spin wait's): it gives the other threads
+    time, and ends the wait once a thread of the grid has failed."""
+    time.sleep(0.0005)
+    if _CURRENT.failed.is_set():
+        raise threading.BrokenBarrierError
+    return pointer.array[pointer.offset]
+
+
+def dsl_shims(memory: Memory) -> dict:
+    """Module globals standing in for `cutlass`, `cute`, `trap_unless` and the shared
+    memory allocator in plain kernel code: Python's numbers for the DSL's, its min and
+    max, ranges as loops, registers, the running thread's indices, barriers, shuffles,
+    ballots and atomics, tensors through layouts on `memory`, bulk copies done at once,
+    and traps that raise."""
+    current = Threads.current
     cutlass = types.SimpleNamespace(
         Int32=int, Int64=int, Float32=float, min=min, max=max, range_constexpr=range,
-        range=lambda *bounds, unroll=None: range(*bounds), const_expr=lambda value: value)
+        range=lambda *bounds, unroll=None: range(*bounds), const_expr=lambda value: value,
+        select_=lambda pick, a, b: a if pick else b, Int8="Int8")
     arch = types.SimpleNamespace(
-        lane_idx=threads.index, thread_idx=lambda: (threads.index(), 0, 0), block_idx=lambda: threads.block,
-        sync_threads=threads.sync, shuffle_sync_up=threads.shuffle_up, shuffle_sync=threads.shuffle,
-        vote_ballot_sync=threads.ballot, popc=lambda bits: bin(bits).count("1"), atomic_add=threads.atomic_add,
-        griddepcontrol_launch_dependents=lambda: None)
-    cute = types.SimpleNamespace(arch=arch, make_layout=lambda *args, **kwargs: None,
-                                 make_rmem_tensor=lambda shape, dtype: [0] * shape[0] if dtype is int
-                                 else Registers(shape))
-    return {"cutlass": cutlass, "cute": cute, "trap_unless": trap_unless}
+        lane_idx=lambda: current().lane(), thread_idx=lambda: (current().index(), 0, 0),
+        block_idx=lambda: current().block, warp_idx=lambda: current().index() // WARP,
+        make_warp_uniform=lambda value: value, sync_threads=lambda: current().sync(),
+        shuffle_sync_up=lambda value, delta: current().shuffle_up(value, delta),
+        shuffle_sync=lambda value, source: current().shuffle(value, source),
+        shuffle_sync_bfly=lambda value, mask: current().shuffle_xor(value, mask),
+        vote_ballot_sync=lambda predicate: current().ballot(predicate),
+        warp_reduction_sum=lambda value: current().warp_sum(value),
+        popc=lambda bits: bin(bits).count("1"),
+        atomic_add=lambda pointer, value, **order: _atomic_add(pointer, value),
+        load=_spin_load, globaltimer=time.monotonic_ns, rcp_approx=lambda value: 1.0 / value,
+        griddepcontrol_launch_dependents=lambda: None, griddepcontrol_wait=lambda: None,
+        fence_acq_rel_gpu=lambda: None, mbarrier_init=lambda *args: None, mbarrier_init_fence=lambda: None,
+        mbarrier_arrive_and_expect_tx=lambda *args: None, mbarrier_wait=lambda *args: None)
+
+    def make_tensor(pointer: Any, layout: Tuple[Any, Any]) -> Tensor:
+        return Tensor(pointer.memory.pointer_at(pointer.address) if isinstance(pointer, Address) else pointer, layout)
+
+    def copy(atom: Any, source: Tensor, destination: Tensor, **barrier: Any) -> None:
+        destination.store(source.load())  # (a bulk copy, done at once: its mbarrier's wait passes)
+
+    cute = types.SimpleNamespace(
+        arch=arch, make_layout=make_layout, make_rmem_tensor=registers, make_tensor=make_tensor,
+        make_ptr=lambda dtype, address, space=None, assumed_align=None: Address(memory, address),
+        copy=copy, make_copy_atom=lambda *args, **kwargs: None,
+        nvgpu=types.SimpleNamespace(cpasync=types.SimpleNamespace(CopyBulkG2SOp=lambda: None)),
+        AddressSpace=types.SimpleNamespace(gmem="gmem"), ReductionOp=types.SimpleNamespace(ADD="add"),
+        math=types.SimpleNamespace(exp=lambda value, fastmath=False: math.exp(value)))
+    smem = types.SimpleNamespace(allocate=lambda struct: current().storage)
+    return {"cutlass": cutlass, "cute": cute, "trap_unless": trap_unless, "SmemAllocator": lambda: smem,
+            "prefetch_to_l2_evict_last": lambda line: None}
+
+
+def _atomic_add(pointer: Pointer, value: Any) -> Any:
+    with _GRID_ATOMICS:
+        old = pointer.array[pointer.offset]
+        pointer.array[pointer.offset] = old + value
+    return old

@@ -7,6 +7,7 @@ that break layers (every slot on one expert, experts without tokens, a token nam
 expert twice), and a captured graph replayed after the routing changed in place.
 """
 import re
+import types
 
 import pytest
 
@@ -69,7 +70,7 @@ def test_combine_kernel_on_simulated_threads_weighs_each_tokens_rows_in_slot_ord
 
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops import combine_kernel
-    from tests.simt import Shared, Threads, VectorRows, install, plain
+    from tests.simt import Shared, Threads, install, plain, vector_rows
 
     rng = random.Random(hidden)
     rows = list(range(tokens * k))
@@ -82,10 +83,10 @@ def test_combine_kernel_on_simulated_threads_weighs_each_tokens_rows_in_slot_ord
     for token in range(tokens):
         for chunk in range(kernel.chunks):
             threads = Threads(combine_kernel.THREADS, block=(token, chunk, 0))
-            install(monkeypatch, combine_kernel, threads)
+            install(monkeypatch, combine_kernel)
             threads.run(lambda: plain(combine_kernel.WeightedCombine.kernel)(
-                kernel, VectorRows(y, kernel.vector), Shared.of(rows), Shared.of(weights),
-                VectorRows(out, kernel.vector)))
+                kernel, vector_rows(y, kernel.vector), Shared.of(rows), Shared.of(weights),
+                vector_rows(out, kernel.vector)))
     expected = np.zeros((tokens, hidden))
     for t in range(tokens):
         for j in range(k):
@@ -117,14 +118,13 @@ def test_route_kernel_on_simulated_threads_agrees_with_route_slots(seed, monkeyp
 
     def route(ids):
         threads = Threads(threads_count)
-        install(monkeypatch, route_kernel, threads)
+        install(monkeypatch, route_kernel)
         monkeypatch.setattr(route_kernel, "MAX_SLOTS", threads_count)
-        storage = types.SimpleNamespace(counts=Shared(experts, -5), starts=Shared(experts),
-                                        slot_expert=Shared(threads_count))
-        monkeypatch.setattr(route_kernel, "SmemAllocator", lambda: types.SimpleNamespace(allocate=lambda _: storage))
+        threads.storage = types.SimpleNamespace(counts=Shared(experts, -5), starts=Shared(experts),
+                                                slot_expert=Shared(threads_count))
         row_of, token, offs, zeros = Shared(len(ids)), Shared(len(ids)), Shared(experts), Shared(zero_count, -7)
         kernel = route_kernel.RouteSlots(experts, cutlass.Int64)
-        kernel.shared_storage = "the struct `__call__` makes (the allocator above stands in for it)"
+        kernel.shared_storage = "the struct `__call__` makes (`threads.storage` stands in for it)"
         threads.run(lambda: plain(route_kernel.RouteSlots.kernel)(
             kernel, Shared.of(ids), row_of, token, offs, zeros, len(ids), k, zero_count))
         return row_of, token, offs, zeros
@@ -682,7 +682,7 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
 
     def route(ids):
         warp = Threads(32)
-        install(monkeypatch, decode_kernel, warp)
+        install(monkeypatch, decode_kernel)
         tables = [Shared(decode_kernel.MAX_SLOTS) for _ in range(5)] + [Shared(1)]
         warp.run(lambda: plain(decode_kernel.MoeDecode.route)(kernel, Shared.of(ids), *tables, warp.index()))
         return tables
@@ -713,7 +713,7 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
 
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops import decode_kernel
-    from tests.simt import Matrix, Shared, Threads, VectorRows, install, plain
+    from tests.simt import Shared, Threads, install, matrix, plain, vector_rows
 
     rng = random.Random(k)
     tokens = decode_kernel.MAX_SLOTS // k // 2
@@ -726,9 +726,9 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
     out = np.full((tokens, 256), np.nan)
     for block in (0, kernel.blocks - 1):
         threads = Threads(decode_kernel.THREADS)
-        install(monkeypatch, decode_kernel, threads)
+        install(monkeypatch, decode_kernel)
         threads.run(lambda: plain(decode_kernel.MoeDecode.combine)(
-            kernel, Matrix(y), Shared.of(rows), Shared.of(weights), VectorRows(out, kernel.vector),
+            kernel, matrix(y), Shared.of(rows), Shared.of(weights), vector_rows(out, kernel.vector),
             block * kernel.rows, threads.index()))
         columns = slice(block * kernel.rows, (block + 1) * kernel.rows)
         expected = np.zeros((tokens, kernel.rows))
@@ -736,6 +736,79 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
             for j in range(k):
                 expected[t] = expected[t] + weights[t * k + j] * y[rows[t * k + j]]
         assert (out[:, columns] == expected).all(), np.argwhere(out[:, columns] != expected)[:4]
+
+
+ROUTED = [[0, 3, 3, 5], [3, 6, 0, 7]]  # expert 3 in three slots (one token naming it twice), 0 in two
+
+
+@pytest.mark.parametrize("ids, staged, threads", [([[3, 6]], None, 512), (ROUTED, None, 64), (ROUTED, 2, 64)])
+def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, monkeypatch):
+    """The whole decode kernel run on the CPU by simulated CTAs, all at once
+    (`tests/simt.py`; 8 SMs' worth, so 8 CTAs): its sort of the slots, the gate-up GEMVs
+    into act, the down rows staged in shared memory (every expert a slot reaches by
+    default; with `staged_experts=2` the first two, the others read through L2), the
+    barrier, the down GEMVs (an expert of one, two and three slots) and the
+    combine, against the layer in float64 (E 8, H 256, I 256). CTAs of 512 threads at one
+    token, as the kernel runs; of 64 (two warps, the kernel's THREADS and WARPS set so)
+    elsewhere, for time. The values stay float64: act's rounding to x's type is left out."""
+    import numpy as np
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import decode_kernel
+    from tests import simt
+    from tests.simt import Memory, Shared, SharedField, Threads, install, make_layout, plain, plain_methods, \
+        run_grid, vector_rows
+
+    experts, hidden, inter = 8, 256, 256
+    (tokens, k), np_rng = np.shape(ids), np.random.default_rng(len(ids))
+    weights = np_rng.uniform(0.1, 1.0, (tokens, k))
+    x = np_rng.uniform(-1, 1, (tokens, hidden))
+    w1 = np_rng.uniform(-0.1, 0.1, (experts, 2 * inter, hidden))
+    w2 = np_rng.uniform(-0.1, 0.1, (experts, hidden, inter))
+    expected = np.zeros((tokens, hidden))
+    for t in range(tokens):
+        for j, e in enumerate(ids[t]):
+            gate, up = w1[e, :inter] @ x[t], w1[e, inter:] @ x[t]
+            expected[t] += weights[t, j] * (w2[e] @ (gate * up / (1 + np.exp(-gate))))
+
+    monkeypatch.setattr(decode_kernel, "THREADS", threads)
+    monkeypatch.setattr(decode_kernel, "WARPS", threads // 32)
+    kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, tokens * k, cutlass.Int64, 8,
+                                     staged_experts=staged)
+    assert kernel.ctas == 8 and kernel.staged == (min(experts, tokens * k) if staged is None else staged)
+
+    class Bf16:  # (x's type as the kernel uses it: a width, and a conversion)
+        width = 16
+
+        def __new__(cls, value):
+            return float(value)
+
+    kernel.ab_dtype = Bf16
+    plain_methods(kernel)
+    memory = Memory()
+    install(monkeypatch, decode_kernel, memory)
+    monkeypatch.setattr(decode_kernel, "WAIT_LIMIT_NS", 120 * 10**9)  # (Python's threads are slow to meet)
+    monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 120.0)
+    act = np.full((tokens * k, inter), np.nan)
+    out = np.full((tokens, hidden), np.nan)
+    counter = np.zeros(1, dtype=np.int64)
+    args = (vector_rows(x, kernel.vector, memory), Shared.of(sum(ids, [])), Shared.of(weights.reshape(-1)),
+            memory.tensor(w1.reshape(-1), kernel._rows_of(2 * inter, hidden), 2),
+            memory.tensor(w2.reshape(-1), kernel._rows_of(hidden, inter), 2), vector_rows(act, kernel.vector, memory),
+            memory.tensor(counter, make_layout(1), 4), vector_rows(out, kernel.vector, memory))
+    ctas = [Threads(threads, block=(b, 0, 0)) for b in range(kernel.ctas)]
+    for cta in ctas:
+        slots = decode_kernel.MAX_SLOTS
+        cta.storage = types.SimpleNamespace(
+            token=SharedField(slots, np.int64), row_of=SharedField(slots, np.int64),
+            active_expert=SharedField(slots, np.int64), active_first=SharedField(slots, np.int64),
+            active_count=SharedField(slots, np.int64), active=SharedField(1, np.int64),
+            y=SharedField(kernel.slots * kernel.rows), staged_full=SharedField(1),
+            staged=SharedField(kernel._staged_elements()))
+    kernel.shared_storage = "the struct `__call__` makes (each CTA's `storage` stands in for it)"
+    run_grid(ctas, lambda: plain(decode_kernel.MoeDecode.kernel)(kernel, *args))
+    assert counter[0] == kernel.ctas
+    assert np.allclose(out, expected, rtol=1e-9, atol=1e-12), np.abs(out - expected).max()
 
 
 def test_decode_kernel_splits_the_layer_over_the_sms():

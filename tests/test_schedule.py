@@ -51,7 +51,7 @@ def _gemm(groups, n, cluster_m=1, ragged="m", a_major="k", b_major="k", m=0):
 def _run_schedule(gemm, offs, total, monkeypatch):
     """(tile_end, row_end, the trap's message or None) as the schedule warp leaves them for `offs`."""
     warp = Threads(32)
-    install(monkeypatch, schedule, warp)
+    install(monkeypatch, schedule)
     table = 32 * gemm.lane_groups
     tile_end, row_end = Shared(table), Shared(table + 1)
     try:
