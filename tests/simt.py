@@ -42,7 +42,8 @@ _CURRENT = threading.local()  # the simulated thread a Python thread runs: (its 
 
 
 class Threads:
-    """One CTA of `count` threads (a multiple of 32, or fewer than 32 for one part-warp)."""
+    """One CTA of `count` threads (a multiple of 32, or fewer than 32 for one part-warp),
+    run once."""
 
     def __init__(self, count: int = 32, block: Tuple[int, int, int] = (0, 0, 0)) -> None:
         self.count, self.block = count, block
@@ -109,9 +110,6 @@ class Threads:
     def run(self, body: Callable[[], Any]) -> List[Any]:
         """`body()` in each thread; what each returned, by thread."""
         return run_grid([self], body)[0]
-
-
-_GRID_ATOMICS = threading.Lock()  # atomics on global memory, seen by every CTA
 
 
 def run_grid(ctas: Sequence[Threads], body: Callable[[], Any]) -> List[List[Any]]:
@@ -340,6 +338,7 @@ class Vector:
         return self
 
     def reduce(self, op: Any, init: float, mode: int) -> float:
+        assert op == "add", op  # (the only reduction the kernels here make)
         total = init
         for v in self.values:
             total = total + v
@@ -465,7 +464,7 @@ def dsl_shims(memory: Memory) -> dict:
     cutlass = types.SimpleNamespace(
         Int32=int, Int64=int, Float32=float, min=min, max=max, range_constexpr=range,
         range=lambda *bounds, unroll=None: range(*bounds), const_expr=lambda value: value,
-        select_=lambda pick, a, b: a if pick else b, Int8="Int8")
+        select_=lambda pick, a, b: a if pick else b, Int8="Int8")  # (Int8: a pointer's type, unread)
     arch = types.SimpleNamespace(
         lane_idx=lambda: current().lane(), thread_idx=lambda: (current().index(), 0, 0),
         block_idx=lambda: current().block, warp_idx=lambda: current().index() // WARP,
@@ -500,8 +499,11 @@ def dsl_shims(memory: Memory) -> dict:
             "prefetch_to_l2_evict_last": lambda line: None}
 
 
+_ATOMICS = threading.Lock()  # (one for every CTA's atomics: global memory's are seen by all)
+
+
 def _atomic_add(pointer: Pointer, value: Any) -> Any:
-    with _GRID_ATOMICS:
+    with _ATOMICS:
         old = pointer.array[pointer.offset]
         pointer.array[pointer.offset] = old + value
     return old
