@@ -50,7 +50,7 @@ class Threads:
         self._cta = threading.Barrier(count, timeout=STEP_TIMEOUT_S)
         warps = -(-count // WARP)
         self._warps = [threading.Barrier(min(WARP, count - WARP * w), timeout=STEP_TIMEOUT_S) for w in range(warps)]
-        self._slots: List[Any] = [None] * count
+        self._slots: List[List[Any]] = [[None] * count, [None] * count]  # (a warp's steps take turns)
         self.storage: Any = None  # the CTA's shared memory, where a test gives it one
 
     # -- the running thread ---------------------------------------------------------
@@ -67,15 +67,17 @@ class Threads:
     # -- collectives ------------------------------------------------------------------
     def exchange(self, value: Any) -> List[Any]:
         """Every lane's `value` in this thread's warp, by lane: the step each warp
-        collective below takes."""
+        collective below takes. Steps write two sets of slots in turn: a lane that
+        writes step k + 1's has passed step k's wait, which every lane had reached after
+        reading step k - 1's, the set it overwrites."""
         index = self.index()
         first = index - index % WARP
         step = self._warps[index // WARP]
-        self._slots[index] = value
+        slots = self._slots[_CURRENT.exchanges % 2]
+        _CURRENT.exchanges += 1
+        slots[index] = value
         step.wait()
-        values = self._slots[first:first + step.parties]
-        step.wait()  # every lane has read before a next step writes
-        return values
+        return slots[first:first + step.parties]
 
     def sync(self) -> None:
         """`bar.sync` of the whole CTA."""
@@ -120,7 +122,7 @@ def run_grid(ctas: Sequence[Threads], body: Callable[[], Any]) -> List[List[Any]
     failed = threading.Event()  # (ends the spin waits on other CTAs too)
 
     def thread(c: int, index: int) -> None:
-        _CURRENT.threads, _CURRENT.index, _CURRENT.failed = ctas[c], index, failed
+        _CURRENT.threads, _CURRENT.index, _CURRENT.failed, _CURRENT.exchanges = ctas[c], index, failed, 0
         try:
             results[c][index] = body()
         except threading.BrokenBarrierError:
