@@ -101,7 +101,6 @@ def test_route_kernel_on_simulated_threads_agrees_with_route_slots(seed, monkeyp
     row's token and the experts' ends as `route_slots` sorts them, every counter zeroed
     (more of them than threads), an id outside [0, E) trapping."""
     import random
-    import types
 
     cutlass = pytest.importorskip("cutlass")
     from gcdsl.ops import route_kernel
