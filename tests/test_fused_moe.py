@@ -80,10 +80,10 @@ def test_combine_kernel_on_simulated_threads_weighs_each_tokens_rows_in_slot_ord
     out = np.full((tokens, hidden), np.nan)
     kernel = combine_kernel.WeightedCombine(cutlass.BFloat16, cutlass.Float32, cutlass.BFloat16, hidden, k)
     monkeypatch.setattr(combine_kernel, "weigh_and_sum", plain(combine_kernel.weigh_and_sum))
+    install(monkeypatch, combine_kernel)
     for token in range(tokens):
         for chunk in range(kernel.chunks):
             threads = Threads(combine_kernel.THREADS, block=(token, chunk, 0))
-            install(monkeypatch, combine_kernel)
             threads.run(lambda: plain(combine_kernel.WeightedCombine.kernel)(
                 kernel, vector_rows(y, kernel.vector), Shared.of(rows), Shared.of(weights),
                 vector_rows(out, kernel.vector)))
@@ -114,11 +114,11 @@ def test_route_kernel_on_simulated_threads_agrees_with_route_slots(seed, monkeyp
     favourites = rng.sample(range(experts), min(experts, rng.choice([1, 2, experts])))
     ids = [rng.choice(favourites) for _ in range(tokens * k)]
     zero_count = rng.choice([1, threads_count, 150])
+    install(monkeypatch, route_kernel)
+    monkeypatch.setattr(route_kernel, "MAX_SLOTS", threads_count)
 
     def route(ids):
         threads = Threads(threads_count)
-        install(monkeypatch, route_kernel)
-        monkeypatch.setattr(route_kernel, "MAX_SLOTS", threads_count)
         threads.storage = types.SimpleNamespace(counts=Shared(experts, -5), starts=Shared(experts),
                                                 slot_expert=Shared(threads_count))
         row_of, token, offs, zeros = Shared(len(ids)), Shared(len(ids)), Shared(experts), Shared(zero_count, -7)
@@ -678,10 +678,10 @@ def test_decode_route_on_a_simulated_warp_sorts_the_slots_by_expert_stably(seed,
     favourites = rng.sample(range(experts), min(experts, rng.choice([1, 2, 3, experts])))
     ids = [rng.choice(favourites) for _ in range(tokens * k)]
     kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, 256, 256, k, tokens * k, cutlass.Int64, 132)
+    install(monkeypatch, decode_kernel)
 
     def route(ids):
         warp = Threads(32)
-        install(monkeypatch, decode_kernel)
         tables = [Shared(decode_kernel.MAX_SLOTS) for _ in range(5)] + [Shared(1)]
         warp.run(lambda: plain(decode_kernel.MoeDecode.route)(kernel, Shared.of(ids), *tables, warp.index()))
         return tables
@@ -723,17 +723,17 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
     weights = [rng.randint(-4, 4) / 2 for _ in rows]
     y = np.array([[rng.randint(-9, 9) for _ in range(kernel.rows)] for _ in rows], dtype=np.float64)
     out = np.full((tokens, 256), np.nan)
+    expected = np.zeros((tokens, kernel.rows))  # (each CTA's rows of H: y holds a CTA's)
+    for t in range(tokens):
+        for j in range(k):
+            expected[t] = expected[t] + weights[t * k + j] * y[rows[t * k + j]]
+    install(monkeypatch, decode_kernel)
     for block in (0, kernel.blocks - 1):
         threads = Threads(decode_kernel.THREADS)
-        install(monkeypatch, decode_kernel)
         threads.run(lambda: plain(decode_kernel.MoeDecode.combine)(
             kernel, matrix(y), Shared.of(rows), Shared.of(weights), vector_rows(out, kernel.vector),
             block * kernel.rows, threads.index()))
         columns = slice(block * kernel.rows, (block + 1) * kernel.rows)
-        expected = np.zeros((tokens, kernel.rows))
-        for t in range(tokens):
-            for j in range(k):
-                expected[t] = expected[t] + weights[t * k + j] * y[rows[t * k + j]]
         assert (out[:, columns] == expected).all(), np.argwhere(out[:, columns] != expected)[:4]
 
 
