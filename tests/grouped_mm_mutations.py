@@ -47,7 +47,8 @@ def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
 # no GPU and fail within seconds where they can.
 ON_A_SIMULATED_WARP = "on_a_simulated_warp"
 TESTS = ["tests/test_schedule.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p",
-         "no:cacheprovider", "-k", f"{ON_A_SIMULATED_WARP} or edges or clamped or graph or (ragged and 64 and 392) or cases"]
+         "no:cacheprovider", "-k",
+         f"{ON_A_SIMULATED_WARP} or edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
 # name: (text in the kernel, its replacement)
 MUTATIONS: Dict[str, Tuple[str, str]] = {
