@@ -77,13 +77,15 @@ MODES = ("graph", "eager")
 # none of them staged in shared memory), its one kernel
 # at the rules' choices ("one kernel default") and at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
-# different one on or not ("one kernel stagger ...", "... unstaggered"), and with torch's
-# routing kernels; and
+# different one on or not ("one kernel stagger ...", "... unstaggered"), with n rounds of its
+# down tiles dealt first to the CTAs a gate-up tile short ("one kernel lead <n>"), and with
+# torch's routing kernels; and
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
 FORCED = (("decode", "decode early prefetch", "decode unstaged", "one kernel default", "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
-           "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route")
+           "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
+           "one kernel lead 0", "one kernel lead 2", "one kernel lead 3")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -129,7 +131,7 @@ def layer(variant: str) -> Callable:
     if variant.startswith("decode"):
         options = {"decode early prefetch": {"early_prefetch": True}, "decode unstaged": {"staged_experts": 0}}
         return lambda *args: fused_moe_decode(*args, **options.get(variant, {}))
-    if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]"
+    if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]", "lead <n>"
         words, options = variant.split()[2:], {}  # or "torch route", or "default"
         while words:
             word = words.pop(0)
@@ -139,6 +141,8 @@ def layer(variant: str) -> Callable:
                 options["stagger_k"] = word == "stagger"
             elif word == "split":
                 options["split_k"] = int(words.pop(0))
+            elif word == "lead":
+                options["down_lead"] = int(words.pop(0))
             elif word == "torch":
                 options["route_kernel"] = False
                 words.pop(0)  # "route"

@@ -203,12 +203,12 @@ def _grouped_gemm_max_groups():
 GROUPED_GEMM_CASES["grouped_gemm_max_groups"] = _grouped_gemm_max_groups
 
 
-def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False, trace=False):
+def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False, trace=False, down_lead=0):
     def build():
         import cutlass
         from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
 
-        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, 8, tile_n, split_k, stagger_k, trace)
+        kernel = MoeExperts(cutlass.BFloat16, experts, hidden, inter, 8, tile_n, split_k, stagger_k, trace, down_lead)
         return kernel, kernel.trace_args()
 
     return build
@@ -217,9 +217,12 @@ def _moe_experts(experts, hidden, inter, tile_n=128, split_k=1, stagger_k=False,
 # Both GEMMs of an expert layer in one kernel (tests/test_fused_moe.py holds them):
 # Qwen3-30B-A3B's experts, a small layer whose H is not a multiple of the tile, and
 # Mixtral's at decode: tiles 256 wide, each down tile in four K splits, each tile's
-# k-tiles read from a different one on (as fused_moe runs it at one token).
+# k-tiles read from a different one on (as fused_moe runs it at one token); Qwen3's with
+# the down tiles' first two rounds dealt to the CTAs a gate-up tile short (as fused_moe
+# runs it).
 MOE_EXPERTS_CASES = {
     "moe_experts_e128_h2048_i768": _moe_experts(128, 2048, 768),
+    "moe_experts_e128_h2048_i768_lead2": _moe_experts(128, 2048, 768, down_lead=2),
     "moe_experts_e8_h200_i64": _moe_experts(8, 200, 64),
     "moe_experts_e8_h4096_i14336_t256_split4": _moe_experts(8, 4096, 14336, 256, 4),
     "moe_experts_e8_h4096_i14336_t256_split4_stagger": _moe_experts(8, 4096, 14336, 256, 4, stagger_k=True),

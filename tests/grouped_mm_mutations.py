@@ -4,6 +4,7 @@ combine), and the tests that must catch each.
     python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
+    python -m tests.grouped_mm_mutations --list       # their names
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
 `route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds
@@ -16,6 +17,7 @@ run compute-sanitizer's racecheck on the small case instead and must make it rep
 """
 from __future__ import annotations
 
+import argparse
 import concurrent.futures
 import os
 import pathlib
@@ -107,8 +109,14 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                             "target = (rows + rows_per_step - 1) // rows_per_step * tiles - 1\n"),
     # ... its down tiles dealt on from the gate-up tiles' deal, every CTA one tile further
     # (one tile of each round dealt to none)
-    "experts_down_deal_one_tile_on": ("return (cta + ctas - gate_up_items % ctas) % ctas",
-                                      "return (cta + ctas - gate_up_items % ctas) % ctas + 1"),
+    "experts_down_deal_one_tile_on": ("self.first = (cta + ctas - gate_up_items % ctas) % ctas",
+                                      "self.first = (cta + ctas - gate_up_items % ctas) % ctas + 1"),
+    # ... the light CTAs' lead of down tiles: stepped as the rest (the lead's later items
+    # dealt twice, items after it to nobody), or a heavy CTA starting in the lead
+    "experts_down_lead_stepped_round_all": ("return item + self.ctas - self.heavy * _below(item, self.shared)",
+                                            "return item + self.ctas"),
+    "experts_down_lead_heavy_ctas_start_in_it": ("self.first += self.shared * _below(cta, self.heavy)",
+                                                 "self.first += 0 * _below(cta, self.heavy)"),
     # ... its gate-up tiles' A rows gathered from x: the next slot's token, one row too few
     # (with the bytes expected to match), every row into its chunk's first row, every
     # row's index from lane 0
@@ -208,6 +216,8 @@ FOCUS: Dict[str, str] = {
     "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "experts_down_deal_one_tile_on": "down_deal or (one_kernel and (float32 or break))",
+    "experts_down_lead_stepped_round_all": "down_deal or (one_kernel and (float32 or break))",
+    "experts_down_lead_heavy_ctas_start_in_it": "down_deal or (one_kernel and (float32 or break))",
     "experts_rows_token_of_the_next_slot": "one_kernel and (float32 or break)",
     "experts_rows_one_too_few": "one_kernel and (float32 or break)",
     "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",
@@ -315,16 +325,21 @@ def run(name: str) -> bool:
 
 
 def main(argv=None) -> int:
-    """Mutations named in argv (all by default); `--jobs N` runs N at once (compiles are
-    CPU-bound; the GPU runs are short)."""
-    args = list(argv if argv is not None else sys.argv[1:])
-    jobs = 1
-    if "--jobs" in args:
-        at = args.index("--jobs")
-        jobs = int(args[at + 1])
-        del args[at:at + 2]
-    names = args or list(MUTATIONS) + list(SANITIZER_MUTATIONS)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+    known = list(MUTATIONS) + list(SANITIZER_MUTATIONS)
+    parser = argparse.ArgumentParser(prog="python -m tests.grouped_mm_mutations",
+                                     description="Seed each named bug into a copy of the tree and check that a test fails.")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="mutations to run (default: all; --list names them)")
+    parser.add_argument("--jobs", type=int, default=1, help="mutations at once (compiles are CPU-bound, GPU runs short)")
+    parser.add_argument("--list", action="store_true", help="print the mutations' names and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        print("\n".join(known))
+        return 0
+    unknown = [name for name in args.names if name not in known]
+    if unknown:
+        parser.error(f"unknown mutation(s) {', '.join(unknown)}; --list names them")
+    names = args.names or known
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         caught = dict(zip(names, pool.map(run, names)))
     missed = [name for name in names if not caught[name]]
     print(f"{len(names) - len(missed)} of {len(names)} mutations caught" + (f"; missed: {missed}" if missed else ""))

@@ -475,7 +475,8 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
         calls = {"w1": ((x, w1_h_major, w2, weights, ids), {}),
                  "tile_n": ((x, w1, w2, weights, ids), {"tile_n": 192}),
                  "split_k": ((x, w1, w2, weights, ids), {"split_k": 3}),  # I = 128: two k-tiles
-                 "stagger_k": ((x, w1, w2, weights, ids), {"stagger_k": "yes"})}
+                 "stagger_k": ((x, w1, w2, weights, ids), {"stagger_k": "yes"}),
+                 "down_lead": ((x, w1, w2, weights, ids), {"down_lead": -1})}
         errors = {}
         for param, (args, options) in calls.items():
             with pytest.raises(GcdslError) as info:
@@ -487,6 +488,7 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
     assert "64, 128 or 256" in errors["tile_n"].message
     assert "split I = 128 into 1 to 2 ranges" in errors["split_k"].message
     assert "True, False or None" in errors["stagger_k"].message
+    assert "integer of 0 or more" in errors["down_lead"].message
 
 
 @pytest.mark.parametrize("experts, hidden, inter, slots, tile_n", [
@@ -503,20 +505,42 @@ def test_the_one_kernels_tile_width_rule(experts, hidden, inter, slots, tile_n):
     assert megakernel_tile_n(experts, hidden, inter, slots, sms=132) == tile_n
 
 
+@pytest.mark.parametrize("lead", [0, 1, 2, 3])
 @pytest.mark.parametrize("ctas", [1, 2, 3, 5, 8, 132])
-def test_the_one_kernels_down_deal_gives_each_item_to_one_cta_and_evens_out_the_ctas(ctas):
-    """CTA c: gate-up items c, c + CTAs, ..., then down items from `first_down_item` on,
-    every CTAs: each down item dealt once, and the CTAs' counts of both kinds together
-    differ by one at most (the CTAs a gate-up item short take the leftover down items)."""
-    from gcdsl.ops.hopper_grouped_gemm.experts import first_down_item
+def test_the_one_kernels_down_deal_gives_each_item_to_one_cta_and_evens_out_the_ctas(ctas, lead):
+    """CTA c: gate-up items c, c + CTAs, ..., then the down items `DownDeal` gives it, the
+    walk the kernel's roles make: each down item dealt once, each CTA's in rising order
+    (the schedule's walk needs it), and, once there are down items enough for the lead,
+    the CTAs' loads, a gate-up item weighing `lead` down items (1 without a lead),
+    differ by one at most."""
+    from gcdsl.ops.hopper_grouped_gemm.experts import DownDeal
 
-    counts = sorted({0, 1, ctas - 1, ctas, ctas + 1, 2 * ctas + 3, 7 * ctas // 3})
+    def walk(cta, gate_up, down):
+        deal, items = DownDeal(cta, ctas, gate_up, lead), []
+        item = deal.first
+        while item < down:
+            items.append(item)
+            item = deal.next(item)
+        return items
+
+    counts = sorted({0, 1, ctas - 1, ctas, ctas + 1, 2 * ctas + 3, 7 * ctas // 3, 5 * ctas + 2})
     for gate_up in counts:
         for down in counts:
-            dealt = [range(first_down_item(c, ctas, gate_up), down, ctas) for c in range(ctas)]
+            dealt = [walk(c, gate_up, down) for c in range(ctas)]
             assert sorted(item for items in dealt for item in items) == list(range(down)), (gate_up, down)
-            items = [len(range(c, gate_up, ctas)) + len(dealt[c]) for c in range(ctas)]
-            assert max(items) - min(items) <= 1, (gate_up, down, items)
+            assert all(items == sorted(items) for items in dealt), (gate_up, down)
+            if down >= (ctas - gate_up % ctas) * lead:
+                loads = [len(range(c, gate_up, ctas)) * max(lead, 1) + len(dealt[c]) for c in range(ctas)]
+                assert max(loads) - min(loads) <= 1, (gate_up, down, loads)
+
+
+def test_the_one_kernels_down_lead_rule():
+    from gcdsl.ops.fused_moe import megakernel_down_lead
+
+    assert megakernel_down_lead(2048, 768, 1) == 2       # Qwen3-30B-A3B
+    assert megakernel_down_lead(7168, 2048, 1) == 3      # DeepSeek-V3
+    assert megakernel_down_lead(4096, 14336, 1) == 0     # Mixtral-8x7B
+    assert megakernel_down_lead(4096, 14336, 4) == 1     # at one token, its down tiles in 4 K splits
 
 
 def test_the_one_kernels_stagger_rule():
@@ -930,13 +954,15 @@ def test_layer_on_the_routings_that_break_layers(kind, dtype, layer):
 
 # The one kernel's options, (E, I, k, options): each tile width, and the down tiles in K
 # splits (I = 512: 8 k-tiles, in 3 splits of 2, 3 and 3), their fp32 sums added into
-# zeros, and each tile's k-tiles read from a different one on, wrapping round. At 300
-# tokens experts span several M-tiles.
+# zeros, each tile's k-tiles read from a different one on, wrapping round, and the down
+# tiles dealt round all the CTAs at once or three rounds of them first to the CTAs a
+# gate-up tile short (by default one round here). At 300 tokens experts span several M-tiles.
 OPTIONS = {"tile 64": (16, 256, 8, {"tile_n": 64}), "tile 128": (16, 256, 8, {"tile_n": 128}),
            "tile 256": (16, 256, 8, {"tile_n": 256}), "k_splits 2": (4, 512, 2, {"split_k": 2}),
            "k_splits 3": (4, 512, 2, {"split_k": 3}), "k_splits 8": (4, 512, 2, {"split_k": 8}),
            "stagger": (16, 256, 8, {"stagger_k": True}),
-           "stagger k_splits 3": (4, 512, 2, {"split_k": 3, "stagger_k": True})}
+           "stagger k_splits 3": (4, 512, 2, {"split_k": 3, "stagger_k": True}),
+           "down_lead 0": (16, 256, 8, {"down_lead": 0}), "down_lead 3": (16, 256, 8, {"down_lead": 3})}
 
 
 @pytest.mark.gpu

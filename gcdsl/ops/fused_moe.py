@@ -259,20 +259,23 @@ def route(topk_ids: torch.Tensor, experts: int, one_kernel: bool = True,
 
 def fused_moe_megakernel(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                          topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
-                         stagger_k: Optional[bool] = None, route_kernel: bool = True) -> torch.Tensor:
+                         stagger_k: Optional[bool] = None, down_lead: Optional[int] = None,
+                         route_kernel: bool = True) -> torch.Tensor:
     """`fused_moe`'s one-kernel form, with its choices open: the tile width `tile_n` (64,
     128 or 256, both GEMMs; by default `megakernel_tile_n`'s), the down tiles' K splits
     `split_k` (each down tile that many work items over ranges of I, their fp32 sums
     added in the output: for decode, where the down GEMM has fewer tiles than there
     are SMs; at most I / 64; by default `megakernel_split_k`'s), whether each tile reads
-    its k-tiles from a different one on (`stagger_k`, by default `megakernel_stagger_k`'s)
-    and the routing in one kernel (`route`; `route_kernel=False`: torch's kernels, as
-    `fused_moe_pair`'s). w1 and w2 contiguous."""
-    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
-    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k)
+    its k-tiles from a different one on (`stagger_k`, by default `megakernel_stagger_k`'s),
+    the rounds of down tiles dealt first among the CTAs a gate-up tile short (`down_lead`,
+    0 or more; by default `megakernel_down_lead`'s) and the routing in one kernel
+    (`route`; `route_kernel=False`: torch's kernels, as `fused_moe_pair`'s). w1 and w2
+    contiguous."""
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, down_lead)
+    return _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k, down_lead)
 
 
-def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k) -> None:
+def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, down_lead=None) -> None:
     _check(x, w1, w2, topk_weights, topk_ids)
     for name, w in (("w1", w1), ("w2", w2)):
         if not w.is_contiguous():
@@ -285,6 +288,9 @@ def _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagge
              "of 64-column k-tiles", param="split_k")
     if stagger_k not in (None, True, False):
         fail(f"stagger_k = {stagger_k!r}; it is True, False or None (fused_moe's rule)", param="stagger_k")
+    if down_lead is not None and (not isinstance(down_lead, int) or isinstance(down_lead, bool) or down_lead < 0):
+        fail(f"down_lead = {down_lead!r}; it is an integer of 0 or more, or None (fused_moe's rule)",
+             param="down_lead")
 
 
 def megakernel_tile_n(experts: int, hidden: int, inter: int, slots: int, sms: int) -> int:
@@ -336,9 +342,20 @@ def megakernel_stagger_k(slots: int) -> bool:
     return slots <= 64
 
 
+def megakernel_down_lead(hidden: int, inter: int, split_k: int) -> int:
+    """The rounds of the one kernel's down tiles dealt first among the CTAs a gate-up tile
+    short (`experts.DownDeal`): as many down tiles as weigh about one gate-up tile, whose
+    k-tiles are H against a down tile's I / `split_k`, rounded down so as never to
+    overload the light CTAs. A model of the CTAs' bytes over random routings, each down
+    tile waiting for its expert's gate-up tiles, put the slowest CTA's share 3% nearer the
+    mean at Qwen3's 8 and 64 tokens (lead 2) and 5% at DeepSeek-V3's 8 (lead 3), and no
+    nearer where the down tiles are few or fill many rounds (Mixtral's: lead 0)."""
+    return hidden * split_k // inter
+
+
 def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                       topk_ids: torch.Tensor, *, tile_n: Optional[int] = None, split_k: Optional[int] = None,
-                      stagger_k: Optional[bool] = None,
+                      stagger_k: Optional[bool] = None, down_lead: Optional[int] = None,
                       route_kernel: bool = True) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """`fused_moe_megakernel`'s result, and where its one kernel spends its time: for each
     phase of `hopper_grouped_gemm.PHASES`, the microseconds at which each CTA reached it,
@@ -346,9 +363,9 @@ def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_
     Its kernel is a build of its own, with the stamps compiled in; one synchronisation."""
     from .hopper_grouped_gemm import PHASES
 
-    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k)
+    _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, down_lead)
     out, stamps = _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k,
-                              trace=True)
+                              down_lead, trace=True)
     ns = stamps.cpu().double()[:, :len(PHASES)]
     ns[ns == 0] = float("nan")  # zeroed before the launch: a phase the CTA never reached
     us = (ns - ns[:, 0].min()) / 1e3  # every CTA stamps its start
@@ -357,7 +374,7 @@ def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_
 
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
                 route_kernel: bool = True, split_k: Optional[int] = None,
-                stagger_k: Optional[bool] = None, trace: bool = False):
+                stagger_k: Optional[bool] = None, down_lead: Optional[int] = None, trace: bool = False):
     """Both GEMMs in one persistent kernel (`hopper_grouped_gemm.experts`): each CTA's
     gate-up tiles, then its down tiles, a down tile waiting on a per-expert count of its
     expert's stored gate-up tiles, the gate-up tiles reading x's rows through `token`, the
@@ -380,10 +397,11 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
+    down_lead = megakernel_down_lead(hidden, inter, split_k) if down_lead is None else down_lead
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     gemms, kernel = _compiled(
-        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, index),
-        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace), index)
+        ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, down_lead, index),
+        lambda: MoeExperts(ab, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, down_lead), index)
     counters = gemms.counters(tokens)
     if trace:  # ... then each CTA's Int64 stamps (two Int32 each), zeroed
         done = torch.zeros(stamps_offset(counters) + 2 * STAMP_SLOTS * sms, dtype=torch.int32, device=x.device)

@@ -171,12 +171,13 @@ class Epilogue:
     @cute.jit
     def store_handed_tiles(self, hand_off, tma_c: cute.CopyAtom, mC: cute.Tensor, total: cutlass.Int32,
                            sC: cute.Tensor, tile_end: cute.Tensor, row_end: cute.Tensor, total_tiles: cutlass.Int32,
-                           cta: cutlass.Int32, num_ctas: cutlass.Int32, warp: cutlass.Int32, combine: Tuple):
+                           cta: cutlass.Int32, num_ctas: cutlass.Int32, warp: cutlass.Int32, combine: Tuple,
+                           deal=None):
         """The store warps (`config.FIRST_STORE_WARP` on): for each of the CTA's tiles, as
         the consumers deal them, the first store warp takes each sub-tile the consumers
         hand over (`hand_over_tile`) from the ring, stores it and gives the buffer back
         once the store has read it; then all of them run the tile's combine
-        (`finish_tokens`)."""
+        (`finish_tokens`). `deal`, as the producer's."""
         sub_tiles = self.out_tile_n // self.epi_tile[1]
         in_flight = 0  # each store's read waited for before its buffer goes back
         taken = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.epi_stages)
@@ -201,7 +202,7 @@ class Epilogue:
                         taken.advance()
                 rows_in_tile = cutlass.min(rows - m_tile * self.tile_m, self.tile_m)
                 self.finish_tokens(combine, start + m_tile * self.tile_m, rows_in_tile, n_tile, warp)
-            tile += num_ctas
+            tile = self.next_item(tile, num_ctas, deal)
 
     @cute.jit
     def finish_tokens(self, combine: Tuple, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32,

@@ -22,11 +22,14 @@ schedule is built, store the down tiles and combine their tokens
 (`Epilogue.store_handed_tiles`) from the sub-tile buffers the consumers hand them
 (`Epilogue.hand_over_tile`), while the consumers go on to the next tile.
 
-Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM, each
-dealt round the CTAs as the grouped GEMM deals them, the down tiles on from where the
-gate-up tiles' deal ended (CTA c: gate-up tiles c, c + CTAs, ...; down tiles d, d + CTAs,
-... with d = (c - gate-up tiles) mod CTAs, `first_down_item`), so that the CTAs dealt a
-gate-up tile fewer take the down tiles left over after the last whole round. A down
+Every CTA takes its tiles of the gate-up GEMM, then its tiles of the down GEMM. The
+gate-up tiles are dealt round the CTAs as the grouped GEMM deals them (CTA c: tiles c,
+c + CTAs, ...), so the last, partial round leaves some CTAs a tile short: the light
+ones. The down tiles are dealt so as to even out the weight bytes each CTA streams
+(`DownDeal`): the first `down_lead` rounds of them round the light CTAs alone, a
+gate-up tile reading about as many bytes as H / (I / K splits) down tiles; the rest
+round all the CTAs, on from where that deal ended, so that the light CTAs also take
+what is left over after the last whole round. A down
 tile of expert e reads e's rows of `act`, which gate-up tiles of other CTAs store: the
 storing thread of each gate-up tile adds one to `done[e]` once the tile is written
 (release, GPU scope), and the producer warp waits before a down tile's loads until
@@ -80,11 +83,34 @@ def stamps_offset(counters):
     return (counters + 1) // 2 * 2
 
 
-def first_down_item(cta, ctas, gate_up_items):
-    """CTA `cta`'s first down work item (its others every `ctas` on): the down items dealt
-    round the CTAs on from where the deal of `gate_up_items` ended (the module docstring).
-    Plain arithmetic: traced on the kernel's values, or run on ints."""
-    return (cta + ctas - gate_up_items % ctas) % ctas
+class DownDeal:
+    """Which down work items a CTA takes (the module docstring): first `first`, then each
+    `next` of the one before. Of `ctas` CTAs, those dealt a gate-up item fewer than the
+    others (the light ones, `ctas - gate_up_items % ctas` of them) take the first `lead`
+    rounds of down items among themselves, light CTA l items l, l + light CTAs, ...; the
+    items after those go round all the CTAs, the light ones first. With `lead` 0 the down
+    items are dealt round on from where the gate-up deal ended. Plain arithmetic: traced
+    on the kernel's values, or run on ints."""
+
+    def __init__(self, cta, ctas, gate_up_items, lead: int) -> None:
+        self.ctas, self.lead = ctas, lead
+        self.first = (cta + ctas - gate_up_items % ctas) % ctas
+        if lead:  # a heavy CTA's first item comes after the light CTAs' lead
+            self.heavy = gate_up_items % ctas  # CTAs 0 to heavy - 1 have a gate-up item more
+            self.shared = (ctas - self.heavy) * lead
+            self.first += self.shared * _below(cta, self.heavy)
+
+    def next(self, item):
+        if not self.lead:
+            return item + self.ctas
+        # (a light CTA's last item of the lead, l + (lead - 1) light, steps to lead light + l:
+        # its first of the items dealt round all)
+        return item + self.ctas - self.heavy * _below(item, self.shared)
+
+
+def _below(a, b):
+    """1 where a < b, else 0 (a branch-free compare on ints or traced Int32)."""
+    return cutlass.min(cutlass.max(b - a, 0), 1)
 
 
 class MoeExperts:
@@ -94,8 +120,9 @@ class MoeExperts:
     each over its range of I, adding its fp32 product into `y` (fp32, zeroed before the
     launch) by TMA reduce-add stores: more CTAs streaming w2 where the down GEMM has
     few tiles (decode). With `stagger_k` each tile of either GEMM reads its k-tiles
-    from a different one on (`Producer.produce`). With `trace` each CTA stamps its phases
-    (the module docstring).
+    from a different one on (`Producer.produce`). `down_lead`: the rounds of down
+    tiles dealt among the CTAs a gate-up tile short before the rest (`DownDeal`). With
+    `trace` each CTA stamps its phases (the module docstring).
 
     `__call__` is the host function to `cute.compile`:
         (x, token, row_of, weights, w1, act_store, act, w2, y_store, y, out, offs, done, tokens,
@@ -106,14 +133,14 @@ class MoeExperts:
     """
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, tile_n: int = 128,
-                 split_k: int = 1, stagger_k: bool = False, trace: bool = False) -> None:
+                 split_k: int = 1, stagger_k: bool = False, trace: bool = False, down_lead: int = 0) -> None:
         up = GemmConfig(ab_dtype, ab_dtype, experts, 2 * inter, hidden, tile_n, activation="swiglu")
         # With K splits the down tiles add fp32 products into a zeroed fp32 `y`.
         down = GemmConfig(ab_dtype, ab_dtype if split_k == 1 else cutlass.Float32, experts, hidden, inter, tile_n,
                           split_k=split_k)
         self.top_k = top_k  # slots a token: the combine's rows
         self.experts, self.tile_n, self.split_k, self.stagger_k = experts, tile_n, split_k, stagger_k
-        self.trace = trace
+        self.trace, self.down_lead = trace, down_lead
         self.table = 32 * groups_per_lane(experts)
         # the ring's and the hand-off's mbarriers (one pair a down sub-tile buffer), two tile tables
         # (one per GEMM), the shared row table and the tokens a down tile finishes
@@ -277,7 +304,7 @@ class MoeExperts:
         tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
-        down_cta = first_down_item(bidx, num_ctas, tiles_up)
+        deal = DownDeal(bidx, num_ctas, tiles_up, self.down_lead)
         self.stamp(stamps, "schedule built", tidx == 0)
 
         if warpgroup_idx == 0:
@@ -288,14 +315,14 @@ class MoeExperts:
                                         stagger_k=self.stagger_k, a_rows=(tma_x, token))
                 self.stamp(stamps, "gate-up loads issued", tidx == 0)
                 self.down.produce(mainloop, tma_a1, mA1, tma_b1, mB1, tBgB1, tBsB1, sA, sB, tile_end_down, row_end,
-                                  total, tiles_down, down_cta, num_ctas, rank, state=state,
+                                  total, tiles_down, deal.first, num_ctas, rank, state=state, deal=deal,
                                   wait_on=(done, self.up.n_tiles),
                                   stagger_k=self.stagger_k, stamp=stamps, a_short=(tma_a1_short, mA1_short))
                 self.stamp(stamps, "down loads issued", tidx == 0)
             elif warp >= FIRST_STORE_WARP:  # the down tiles' stores and combine
                 self.down.store_handed_tiles(hand_off, tma_c1, mC1, total, sC_down, tile_end_down, row_end,
-                                             tiles_down, down_cta, num_ctas, warp,
-                                             (token, row_of, weights, y, out, counts, finished, self.top_k))
+                                             tiles_down, deal.first, num_ctas, warp,
+                                             (token, row_of, weights, y, out, counts, finished, self.top_k), deal=deal)
                 self.stamp(stamps, "down tiles done", tidx == 32 * FIRST_STORE_WARP)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
@@ -307,8 +334,8 @@ class MoeExperts:
                                      signal=done)
             self.stamp(stamps, "gate-up tiles stored", tidx == 128)
             self.down.consume(mainloop, tiled_mma, tma_c1, mC1, total, sA, sB, sC_down, tile_end_down, row_end,
-                              tiles_down, down_cta, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
-                              hand_off=hand_off)
+                              tiles_down, deal.first, num_ctas, rank, tidx, warp, warpgroup_idx, states=states,
+                              hand_off=hand_off, deal=deal)
 
     @cute.jit
     def stamp(self, stamps, phase: str, here: cutlass.Boolean):

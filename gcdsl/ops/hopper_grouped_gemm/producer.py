@@ -27,7 +27,7 @@ class Producer:
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
                 wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
                 stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None),
-                a_rows: Tuple = (None, None)):
+                a_rows: Tuple = (None, None), deal=None):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -46,7 +46,8 @@ class Producer:
         `a_short` unused): the tile's row r is row rows[first row + r] of the gathered
         tensor (the token of a sorted slot, in the expert layer), one box a row and k-tile.
         The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
-        and each lane issues the loads of its own rows. Returns the state."""
+        and each lane issues the loads of its own rows. `deal`: the CTA's tiles after the
+        first as that deal gives them (`next_item`), not every `num_clusters`. Returns the state."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
@@ -137,7 +138,7 @@ class Producer:
                 else:
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full)
                 state.advance()
-            tile += num_clusters
+            tile = self.next_item(tile, num_clusters, deal)
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state

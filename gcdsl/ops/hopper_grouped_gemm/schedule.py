@@ -122,6 +122,12 @@ class Schedule:
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
         return group, local % m_steps, local // m_steps, length, start, length
 
+    @staticmethod
+    def next_item(item, num_clusters, deal=None):
+        """The CTA's work item after `item`: `num_clusters` on (the items dealt round the
+        CTAs), or the next that `deal` gives it (`experts.DownDeal`)."""
+        return item + num_clusters if deal is None else deal.next(item)
+
     def work_items(self, total_tiles):
         """What the CTAs share out: the schedule's tiles, each `split_k` times over with K splits."""
         return total_tiles if self.split_k == 1 else total_tiles * self.split_k
