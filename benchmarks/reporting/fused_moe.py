@@ -193,6 +193,39 @@ def region_w8_decode(results: Results) -> Optional[str]:
                   "unstaged / decode", "HBM fraction, decode"], table)])
 
 
+# W8_lead.json's forced variants: the one kernel with its down tiles dealt round all the CTAs at
+# once (lead 0) and with two or three rounds of them first to the CTAs a gate-up tile short
+LEAD_FORMS = ("one kernel lead 0", "one kernel lead 2", "one kernel lead 3")
+
+
+def region_w8_lead(results: Results) -> Optional[str]:
+    """`W8_lead.json` (`--forced` LEAD_FORMS): the one kernel's down-tile deal at each
+    lead against none, graph replays, where the one kernel runs: the data for
+    `megakernel_down_lead`."""
+    if "W8_lead" not in results:
+        return None
+    source = results["W8_lead"]
+    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
+    table = []
+    for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"]):
+        us = {v: rows[(s, t, v)]["us"] for v in ("torch", "fused_moe", *LEAD_FORMS) if ok(rows.get((s, t, v)))}
+        none = us.get(LEAD_FORMS[0])
+        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *LEAD_FORMS, "fused_moe")]
+        cells += [ratio(none / us[v]) if none and v in us else "-" for v in (*LEAD_FORMS[1:], "fused_moe")]
+        table.append(cells)
+    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
+    return "\n".join([
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,8,64 --rounds {config.get('rounds')} --variants "
+        f"torch,fused_moe --forced \"{','.join(LEAD_FORMS)}\" --json W8_lead` (at `{commit}`): microseconds per "
+        f"layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls. "
+        "*one kernel lead n*: `fused_moe_megakernel(..., down_lead=n)`, its other choices its rules'; "
+        "*fused_moe*: the form `fused_moe` takes there (at one token on Qwen3's experts, the decode kernel). "
+        "Ratios: lead 0's time over each form's (above 1, faster than dealing the down tiles round all the CTAs "
+        "at once):", "",
+        md_table(["shape", "tokens", "torch", *(v[len("one kernel "):] for v in LEAD_FORMS), "fused_moe",
+                  *(f"{v[len('one kernel '):]} vs lead 0" for v in LEAD_FORMS[1:]), "fused_moe vs lead 0"], table)])
+
+
 # W8_phases.json: the phases whose spread over the CTAs the region shows (`hopper_grouped_gemm.PHASES`)
 SHOWN_PHASES = ("gate-up tiles stored", "first down tile's wait over", "down tiles done")
 
