@@ -10,6 +10,7 @@ exits non-zero.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
@@ -93,5 +94,17 @@ def main(names) -> int:
     return 1 if holes else 0
 
 
+def parse(argv) -> list:
+    parser = argparse.ArgumentParser(prog="python -m tests.mutations",
+                                     description="Seed each named bug into the lowering and check that a CPU test fails.")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"mutations to run (default: all of {', '.join(MUTATIONS)})")
+    names = parser.parse_args(argv).names
+    unknown = [name for name in names if name not in MUTATIONS]
+    if unknown:
+        parser.error(f"unknown mutation(s) {', '.join(unknown)}; they are {', '.join(MUTATIONS)}")
+    return names
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(parse(sys.argv[1:])))
