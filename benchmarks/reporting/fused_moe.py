@@ -155,6 +155,14 @@ def _one_kernel_configs(results: Results) -> List[str]:
             md_table(["shape", "tokens", *(v[len("one kernel "):] for v in forced)], table), ""]
 
 
+def _forced_times(source: Dict[str, Any], variants) -> List[Tuple[str, int, Dict[str, float]]]:
+    """A forced run's points in order, each (shape, tokens, {variant: graph-replay µs}) for
+    those of `variants` measured there."""
+    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
+    return [(s, t, {v: rows[(s, t, v)]["us"] for v in variants if ok(rows.get((s, t, v)))})
+            for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"])]
+
+
 # W8_decode.json's forced variants
 DECODE_FORMS = ("decode", "decode early prefetch", "decode unstaged", "one kernel default")
 
@@ -167,10 +175,8 @@ def region_w8_decode(results: Results) -> Optional[str]:
     if "W8_decode" not in results:
         return None
     source = results["W8_decode"]
-    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
     table = []
-    for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"]):
-        us = {v: rows[(s, t, v)]["us"] for v in ("fused_moe", "torch", *DECODE_FORMS) if ok(rows.get((s, t, v)))}
+    for s, t, us in _forced_times(source, ("fused_moe", "torch", *DECODE_FORMS)):
         bound = next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (s, t)
                       and r.get("bound_us")), None)
         cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *DECODE_FORMS, "fused_moe")]
@@ -205,10 +211,8 @@ def region_w8_lead(results: Results) -> Optional[str]:
     if "W8_lead" not in results:
         return None
     source = results["W8_lead"]
-    rows = {(r["shape"], r["tokens"], r["variant"]): r for r in source["results"] if r["mode"] == "graph"}
     table = []
-    for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"]):
-        us = {v: rows[(s, t, v)]["us"] for v in ("torch", "fused_moe", *LEAD_FORMS) if ok(rows.get((s, t, v)))}
+    for s, t, us in _forced_times(source, ("torch", "fused_moe", *LEAD_FORMS)):
         none = us.get(LEAD_FORMS[0])
         cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *LEAD_FORMS, "fused_moe")]
         cells += [ratio(none / us[v]) if none and v in us else "-" for v in (*LEAD_FORMS[1:], "fused_moe")]
