@@ -537,10 +537,12 @@ def test_the_one_kernels_down_deal_gives_each_item_to_one_cta_and_evens_out_the_
 def test_the_one_kernels_down_lead_rule():
     from gcdsl.ops.fused_moe import megakernel_down_lead
 
-    assert megakernel_down_lead(2048, 768, 1) == 2       # Qwen3-30B-A3B
-    assert megakernel_down_lead(7168, 2048, 1) == 3      # DeepSeek-V3
-    assert megakernel_down_lead(4096, 14336, 1) == 0     # Mixtral-8x7B
-    assert megakernel_down_lead(4096, 14336, 4) == 1     # at one token, its down tiles in 4 K splits
+    assert megakernel_down_lead(128, 2048, 768, 64, 132, 128, 1) == 2     # Qwen3-30B-A3B at 8 tokens: 768 gate-up tiles
+    assert megakernel_down_lead(128, 2048, 768, 512, 132, 256, 1) == 2    # at 64
+    assert megakernel_down_lead(32, 7168, 2048, 64, 132, 256, 1) == 3     # DeepSeek-V3 at 8 tokens: 512
+    assert megakernel_down_lead(32, 7168, 2048, 8, 132, 128, 1) == 0      # at one: 256, under two rounds
+    assert megakernel_down_lead(8, 4096, 14336, 16, 132, 256, 1) == 0     # Mixtral-8x7B at 8 tokens: H below I
+    assert megakernel_down_lead(8, 4096, 14336, 2, 132, 256, 4) == 0      # at one: 224 gate-up tiles
 
 
 def test_the_one_kernels_stagger_rule():

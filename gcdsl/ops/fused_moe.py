@@ -342,14 +342,20 @@ def megakernel_stagger_k(slots: int) -> bool:
     return slots <= 64
 
 
-def megakernel_down_lead(hidden: int, inter: int, split_k: int) -> int:
+def megakernel_down_lead(experts: int, hidden: int, inter: int, slots: int, sms: int, tile_n: int,
+                         split_k: int) -> int:
     """The rounds of the one kernel's down tiles dealt first among the CTAs a gate-up tile
     short (`experts.DownDeal`): as many down tiles as weigh about one gate-up tile, whose
-    k-tiles are H against a down tile's I / `split_k`, rounded down so as never to
-    overload the light CTAs. A model of the CTAs' bytes over random routings, each down
-    tile waiting for its expert's gate-up tiles, put the slowest CTA's share 3% nearer the
-    mean at Qwen3's 8 and 64 tokens (lead 2) and 5% at DeepSeek-V3's 8 (lead 3), and no
-    nearer where the down tiles are few or fill many rounds (Mixtral's: lead 0)."""
+    k-tiles are H against a down tile's I / `split_k` (rounded down, so as never to
+    overload the light CTAs), where the gate-up tiles (at most, over any routing of
+    `slots` slots) fill two rounds of the `sms` SMs or more; else 0. W8 timed leads 0, 2
+    and 3 (`W8_lead.json`, graph replays): the lead 1.3% faster than none at Qwen3's 8 and
+    64 tokens (lead 2) and DeepSeek-V3's 8 (lead 3), 0.5% slower at DeepSeek-V3's 64;
+    below two rounds (DeepSeek-V3's one token, Mixtral's) none was fastest, and where H
+    is below I (Mixtral's 8 and 64 tokens) any lead was far slower."""
+    m_steps = (slots + min(experts, slots) * 127) // 128
+    if m_steps * (2 * inter // tile_n) < 2 * sms:
+        return 0
     return hidden * split_k // inter
 
 
@@ -397,7 +403,8 @@ def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
     tile_n = tile_n or megakernel_tile_n(experts, hidden, inter, total, sms)
     split_k = split_k or megakernel_split_k(experts, hidden, inter, total, sms, tile_n)
     stagger_k = megakernel_stagger_k(total) if stagger_k is None else stagger_k
-    down_lead = megakernel_down_lead(hidden, inter, split_k) if down_lead is None else down_lead
+    if down_lead is None:
+        down_lead = megakernel_down_lead(experts, hidden, inter, total, sms, tile_n, split_k)
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     gemms, kernel = _compiled(
         ("experts", x.dtype, experts, hidden, inter, top_k, tile_n, split_k, stagger_k, trace, down_lead, index),
