@@ -1,4 +1,4 @@
-"""W8's one kernel, phase by phase: when each CTA reached each step of its work.
+"""W8's expert kernels, phase by phase: when each CTA reached each step of its work.
 
 `gcdsl.ops.fused_moe.megakernel_phases` runs the layer with the one kernel built with
 phase stamps (the global timer, in ns, written by one thread of each CTA at each of
@@ -9,11 +9,17 @@ last stored tile, the down GEMM from its first wait's end to its last tile. Wher
 stream rate of a phase falls below the copy bandwidth, that phase is where the
 layer's time goes.
 
-    python benchmarks/w8_phases.py [--shapes qwen3-30b-a3b] [--tokens 1,8] [--calls 3]
+With `--kernel decode`, the decode kernel (`fused_moe.decode_phases`, the phases of
+`decode_kernel.PHASES`) at the points it takes (up to 32 slots): the same table, the
+active weights' bytes over the kernel's span, and the span cut at the last CTA's
+gate-up GEMVs and at the last CTA past the barrier.
+
+    python benchmarks/w8_phases.py [--kernel one|decode] [--shapes qwen3-30b-a3b] [--tokens 1,8] [--calls 3]
 
 The stamps change the kernel a little (one store per phase per CTA), so its times are
 for finding where the time goes, not for W8's tables. Writes
-benchmarks/results/W8_phases.json (every CTA's stamps of the last call).
+benchmarks/results/W8_phases.json (or W8_decode_phases.json: every CTA's stamps of the
+last call).
 """
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ from benchmarks.moe_layer import SHAPES  # noqa: E402
 from benchmarks.w8_fused_moe import TOLERANCE, Point  # noqa: E402
 
 TOKENS = (1, 8, 64)
+DECODE_TOKENS = (1, 2, 4)
 
 
 def _reached(values) -> List[float]:
@@ -50,22 +57,35 @@ def run(args, machine) -> Report:
     import torch
 
     from benchmarks.w5_grouped_gemm import copy_bandwidth
-    from gcdsl.ops.fused_moe import megakernel_phases
-    from gcdsl.ops.hopper_grouped_gemm import PHASES
+    from gcdsl.ops import decode_kernel, hopper_grouped_gemm
+    from gcdsl.ops.fused_moe import decode_phases, megakernel_phases
 
-    report = Report("W8_phases", "W8's one kernel, phase by phase (stamped build)", config={"calls": args.calls})
+    decode = args.kernel == "decode"
+    phased, PHASES = (decode_phases, decode_kernel.PHASES) if decode else (megakernel_phases,
+                                                                            hopper_grouped_gemm.PHASES)
+    report = Report("W8_decode_phases" if decode else "W8_phases",
+                    f"W8's {'decode' if decode else 'one'} kernel, phase by phase (stamped build)",
+                    config={"calls": args.calls, "kernel": args.kernel})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
-    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else TOKENS
+    tokens = [int(t) for t in args.tokens.split(",")] if args.tokens else (DECODE_TOKENS if decode else TOKENS)
     for shape in shapes:
         for t in tokens:
+            if decode and t * shape.top_k > decode_kernel.MAX_SLOTS:
+                print(f"\n{shape.name}, {t} tokens: more slots than the decode kernel takes", flush=True)
+                continue
             p = Point(shape, t)
             x, weights, ids = p.pool[0]
             for _ in range(args.calls):  # the first compiles; the stamps are the last call's
-                out, phases = megakernel_phases(x, p.w1, p.w2, weights, ids)
+                out, phases = phased(x, p.w1, p.w2, weights, ids)
             err = p.error(out)
             if not err <= TOLERANCE:
                 raise AssertionError(f"{shape.name}, {t} tokens: relative error {err:.2e}")
+            if decode:
+                report.add(**_decode_row(shape, t, p.active, phases, copy_gbps))
+                del p
+                torch.cuda.empty_cache()
+                continue
             up_bytes = shape.weight_bytes(p.active) * 2 / 3  # w1 holds two of each expert's three matrices
             gate_up_us = max(_reached(phases["gate-up tiles stored"]))
             down_from = min(_reached(phases["first down tile's wait over"]))
@@ -85,10 +105,31 @@ def run(args, machine) -> Report:
     return report
 
 
+def _decode_row(shape, tokens: int, active: int, phases, copy_gbps: float) -> dict:
+    """Print the decode kernel's phases at one point; its report row."""
+    from gcdsl.ops.decode_kernel import PHASES
+
+    last = {phase: max(_reached(phases[phase]), default=float("nan")) for phase in PHASES}
+    end_us = last["end"]
+    gbps = shape.weight_bytes(active) / (end_us * 1e3)
+    spans = {"gate-up GEMVs": last["gate-up GEMVs done"],
+             "routing grid, barrier": last["barrier over"] - last["gate-up GEMVs done"],
+             "down GEMVs, combine": end_us - last["barrier over"]}
+    print(f"\n{shape.name}, {tokens} tokens: {active} active experts, kernel {end_us:.1f} us, "
+          f"{gbps:.0f} GB/s of weights (copy bandwidth {copy_gbps:.0f} GB/s); to the last CTA: "
+          + ", ".join(f"{name} {us:.1f} us" for name, us in spans.items()), flush=True)
+    print(table(["phase", "us from start: first / median / last CTA"],
+                [[phase, _spread(phases[phase])] for phase in PHASES]))
+    return dict(shape=shape.name, tokens=tokens, status=OK, active_experts=active, kernel_us=end_us, gbps=gbps,
+                spans_us=spans, phases_us={phase: phases[phase].tolist() for phase in PHASES})
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description="W8's one kernel, phase by phase (see the module docstring)")
+    p = argparse.ArgumentParser(description="W8's expert kernels, phase by phase (see the module docstring)")
+    p.add_argument("--kernel", choices=("one", "decode"), default="one",
+                   help="the one tensor-core kernel (default) or the decode kernel")
     p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
-    p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,8,64)")
+    p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,8,64; decode: 1,2,4)")
     p.add_argument("--calls", type=int, default=3, help="layer calls per point (the stamps of the last)")
     return p.parse_args(argv)
 
@@ -96,7 +137,8 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     from benchmarks import harness
 
-    return harness.main_on_gpu("W8_phases", run, parse_args(argv))
+    args = parse_args(argv)
+    return harness.main_on_gpu("W8_decode_phases" if args.kernel == "decode" else "W8_phases", run, args)
 
 
 if __name__ == "__main__":

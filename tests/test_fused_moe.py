@@ -411,6 +411,23 @@ def test_a_traced_build_differs_only_by_its_phase_stamps(experts_kernels):
     assert len(re.findall(stores, text)) == len(re.findall(stores, plain)) + len(PHASES)
 
 
+def test_a_traced_decode_build_differs_only_by_its_phase_stamps(experts_kernels):
+    """The decode kernel with `trace=True` (for `decode_phases`) adds one read of the global
+    timer and one 64-bit store per phase, and two CTA barriers (before the gate-up and
+    the end stamps), and nothing else: the same loads, copies, atomics and waits."""
+    from gcdsl.ops.decode_kernel import PHASES
+
+    plain = experts_kernels.ptx("decode_e128_h2048_i768_s8")
+    text = experts_kernels.ptx("decode_e128_h2048_i768_s8_trace")
+    for op in ("ld.global.v4", "ld.shared.v4", "cp.async.bulk", "mbarrier.try_wait", "ld.acquire.gpu",
+               "atom.global.release.add", "griddepcontrol.wait", "prefetch.global.L2", "trap;"):
+        assert text.count(op) == plain.count(op), op
+    assert text.count("%globaltimer") == plain.count("%globaltimer") + len(PHASES)
+    stores = r"\bst\.global\.[bsu]64\b"
+    assert len(re.findall(stores, text)) == len(re.findall(stores, plain)) + len(PHASES)
+    assert text.count("bar.sync") == plain.count("bar.sync") + 2
+
+
 def test_k_splits_add_the_down_tiles_sums_and_store_the_gate_up_tiles(experts_kernels):
     """With K splits the down tiles' sub-tiles (8 of 32 fp32 columns, a 256-wide tile) go out
     as TMA reduce-adds into the output, the gate-up tiles' (4: SwiGLU halves the tile) as
@@ -766,8 +783,9 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
 ROUTED = [[0, 3, 3, 5], [3, 6, 0, 7]]  # expert 3 in three slots (one token naming it twice), 0 in two
 
 
-@pytest.mark.parametrize("ids, staged, threads", [([[3, 6]], None, 512), (ROUTED, None, 64), (ROUTED, 2, 64)])
-def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, monkeypatch):
+@pytest.mark.parametrize("ids, staged, threads, trace", [([[3, 6]], None, 512, False), (ROUTED, None, 64, False),
+                                                          (ROUTED, 2, 64, False), (ROUTED, None, 64, True)])
+def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, trace, monkeypatch):
     """The whole decode kernel run on the CPU by simulated CTAs, all at once
     (`tests/simt.py`; 8 SMs' worth, so 8 CTAs): its sort of the slots, the gate-up GEMVs
     into act, the down rows staged in shared memory (every expert a slot reaches by
@@ -775,7 +793,9 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, m
     barrier, the down GEMVs (an expert of one, two and three slots) and the
     combine, against the layer in float64 (E 8, H 256, I 256). CTAs of 512 threads at one
     token, as the kernel runs; of 64 (two warps, the kernel's THREADS and WARPS set so)
-    elsewhere, for time. The values stay float64: act's rounding to x's type is left out."""
+    elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
+    With `trace`, the same result, and each CTA's phase stamps after the counter, in the
+    order of its work, none before another CTA's gate-up GEMVs ended."""
     import numpy as np
 
     cutlass = pytest.importorskip("cutlass")
@@ -799,7 +819,7 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, m
     monkeypatch.setattr(decode_kernel, "THREADS", threads)
     monkeypatch.setattr(decode_kernel, "WARPS", threads // 32)
     kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, tokens * k, cutlass.Int64, 8,
-                                     staged_experts=staged)
+                                     staged_experts=staged, trace=trace)
     assert kernel.ctas == 8 and kernel.staged == (min(experts, tokens * k) if staged is None else staged)
 
     class Bf16:  # (x's type as the kernel uses it: a width, and a conversion)
@@ -816,11 +836,12 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, m
     monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 120.0)
     act = np.full((tokens * k, inter), np.nan)
     out = np.full((tokens, hidden), np.nan)
-    counter = np.zeros(1, dtype=np.int64)
+    # (with `trace`, the counter's 8 bytes, then each CTA's stamps: elements of 8 bytes here)
+    counter = np.zeros(1 + decode_kernel.STAMP_SLOTS * kernel.ctas if trace else 1, dtype=np.int64)
     args = (vector_rows(x, kernel.vector, memory), Shared.of(sum(ids, [])), Shared.of(weights.reshape(-1)),
             memory.tensor(w1.reshape(-1), kernel._rows_of(2 * inter, hidden), 2),
             memory.tensor(w2.reshape(-1), kernel._rows_of(hidden, inter), 2), vector_rows(act, kernel.vector, memory),
-            memory.tensor(counter, make_layout(1), 4), vector_rows(out, kernel.vector, memory))
+            memory.tensor(counter, make_layout(1), 8 if trace else 4), vector_rows(out, kernel.vector, memory))
     ctas = [Threads(threads, block=(b, 0, 0)) for b in range(kernel.ctas)]
     for cta in ctas:
         slots = decode_kernel.MAX_SLOTS
@@ -834,6 +855,13 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, m
     run_grid(ctas, lambda: plain(decode_kernel.MoeDecode.kernel)(kernel, *args))
     assert counter[0] == kernel.ctas
     assert np.allclose(out, expected, rtol=1e-9, atol=1e-12), np.abs(out - expected).max()
+    if trace:
+        stamps = counter[1:].reshape(kernel.ctas, decode_kernel.STAMP_SLOTS)
+        assert len(decode_kernel.PHASES) == decode_kernel.STAMP_SLOTS
+        for cta in stamps:  # (every CTA has down rows here)
+            assert (cta > 0).all() and (np.diff(cta) >= 0).all(), cta
+        barrier_over = decode_kernel.PHASES.index("barrier over")
+        assert stamps[:, barrier_over].min() >= stamps[:, decode_kernel.PHASES.index("gate-up GEMVs done")].max()
 
 
 def test_decode_kernel_splits_the_layer_over_the_sms():
@@ -1119,6 +1147,38 @@ def test_decode_stages_the_first_experts_down_rows_and_reads_the_others_through_
     weights, ids = _routing(tokens, experts, k, kind, seed=(staged or 0) + 1)
     _check_close(fused_moe_decode(x, w1, w2, weights, ids, staged_experts=staged),
                  moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape, tokens, staged", [((128, 2048, 768), 1, None), ((16, 256, 512), 4, 0)])
+def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens, staged):
+    """The stamped decode build computes the same layer, and each CTA's stamps come in the
+    order of its work; none is past the barrier before every CTA's gate-up GEMVs ended.
+    Qwen3's experts at one token (every down row staged, 128 CTAs) and a build that
+    stages none."""
+    from gcdsl.ops.decode_kernel import PHASES
+    from gcdsl.ops.fused_moe import decode_phases
+
+    (experts, hidden, inter), k = shape, 8
+    w1, w2 = _weights(experts, hidden, inter, seed=tokens)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random", seed=tokens)
+    out, phases = decode_phases(x, w1, w2, weights, ids, staged_experts=staged)
+    _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+    assert list(phases) == list(PHASES)
+    p = torch.stack([phases[name] for name in PHASES], dim=1)  # (CTAs, phases), us
+    assert p[:, 0].min() == 0 and p.shape[0] >= min(experts, tokens * k)
+    gate_up_ends = p[:, PHASES.index("gate-up GEMVs done")].max()
+    down_rows = 0
+    for c in range(p.shape[0]):
+        reached = p[c][~p[c].isnan()].tolist()
+        staged_at = PHASES.index("staged down rows landed")
+        if len(reached) > PHASES.index("barrier over") + 1:  # a CTA with down rows
+            down_rows += 1
+            assert (p[c, staged_at] == p[c, staged_at]) == (staged != 0), p[c]
+        assert reached == sorted(reached) and 0 <= reached[0] and reached[-1] < 10**6, p[c]
+        assert p[c, PHASES.index("barrier over")] >= gate_up_ends, (c, p[c], gate_up_ends)
+    assert down_rows >= 1
 
 
 @pytest.mark.gpu

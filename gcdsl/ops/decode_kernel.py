@@ -33,6 +33,11 @@ past WAIT_LIMIT_NS traps with a message instead of hanging. The routing kernel b
 (`route_kernel`) zeroes the counter: this kernel starts while that one runs (programmatic
 stream serialization; it reads only the layer's inputs and its own act until then) and
 waits for its end before it adds to the counter.
+
+Phase stamps (`trace=True`, for `fused_moe.decode_phases`): each CTA's thread 0 writes the
+global timer (ns) at each of `PHASES` it reaches into eight Int64 after the counter (from
+its buffer's byte 8), CTA c's at byte 8 + 64 c; the build waits for the CTA's last warp
+before its "gate-up GEMVs done" and "end" stamps. Without it the kernel has no such code.
 """
 from __future__ import annotations
 
@@ -59,6 +64,11 @@ LINE = 128  # bytes of an L2 prefetch
 BATCH = 4  # rows of x (or act) an expert of three slots or more takes at once (of two: two)
 STAGED_UNIT_ROWS = 8  # rows of a staged expert a warp takes at once (their sums reduced together)
 HEADER_BYTES = 1024  # shared memory before the staged down rows: the sorted slots, an mbarrier
+# What each of a CTA's phase stamps marks with `trace` (a CTA without down rows stamps the
+# first five), in slot order; STAMP_SLOTS Int64 a CTA.
+PHASES = ("start", "slots sorted", "gate-up GEMVs done", "routing grid over", "barrier over",
+          "staged down rows landed", "down GEMVs done", "end")
+STAMP_SLOTS = 8
 
 
 def _divisors(n: int):
@@ -81,17 +91,20 @@ class MoeDecode:
     (cutlass.Int32 or Int64) and `sms` SMs; `early_prefetch`: ask L2 for the down rows
     before the gate-up GEMVs (else while the CTA waits at the barrier); `staged_experts`:
     at most so many active experts' down rows copied into shared memory while the gate-up
-    GEMVs run (None: every active expert's where they all fit, else none). H and I are
-    multiples of 256 (a warp's 16-byte vectors of a row in whole steps).
+    GEMVs run (None: every active expert's where they all fit, else none); `trace`: the
+    phase stamps (the module docstring). H and I are multiples of 256 (a warp's 16-byte
+    vectors of a row in whole steps).
 
     `__call__` is the host function to `cute.compile`:
         (x, ids, weights, w1, w2, act, counter, out, stream)
     all pointers: x (T, H) and out (T, H), act (T k, I), w1 (E, 2I, H) and w2 (E, H, I),
     16-byte aligned and contiguous; ids (T k,) and weights (T k,) Float32, the router's
-    top-k flattened; counter one Int32, zero when the kernel before this one ends."""
+    top-k flattened; counter one Int32, zero when the kernel before this one ends (with
+    `trace`, 8 + 64 CTAs bytes, the stamps' zeroed)."""
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
-                 sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None) -> None:
+                 sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None,
+                 trace: bool = False) -> None:
         self.vector = 128 // ab_dtype.width
         step = LANE_VECTORS * self.vector
         if hidden % step or inter % step:
@@ -100,7 +113,7 @@ class MoeDecode:
             raise ValueError(f"{slots} slots of k = {top_k}: the decode kernel takes 1 to {MAX_SLOTS}, T k of them")
         self.ab_dtype, self.id_dtype, self.experts, self.hidden, self.inter = ab_dtype, id_dtype, experts, hidden, inter
         self.top_k, self.slots, self.tokens = top_k, slots, slots // top_k
-        self.early_prefetch = early_prefetch
+        self.early_prefetch, self.trace = early_prefetch, trace
         most_active = min(experts, slots)
         if most_active > sms:  # (each active expert's gate-up GEMVs take one CTA at least)
             raise ValueError(f"{most_active} experts with a slot and {sms} SMs: the decode kernel runs one CTA an SM")
@@ -221,10 +234,17 @@ class MoeDecode:
         y = storage.y.get_tensor(cute.make_layout((self.slots, self.rows), stride=(self.rows, 1)))
         staged_full = storage.staged_full.data_ptr()
         staged = storage.staged.get_tensor(cute.make_layout(self._staged_elements()))
+        stamps = None
+        if cutlass.const_expr(self.trace):
+            first_stamp = cute.make_ptr(cutlass.Int64, counter.iterator.toint() + 8 + bidx * (STAMP_SLOTS * 8),
+                                        cute.AddressSpace.gmem, assumed_align=8)
+            stamps = cute.make_tensor(first_stamp, cute.make_layout(STAMP_SLOTS))
+        self.stamp(stamps, "start", tidx)
 
         if warp == 0:
             self.route(ids, token, row_of, active_expert, active_first, active_count, active, lane)
         cute.arch.sync_threads()
+        self.stamp(stamps, "slots sorted", tidx)
         experts_with_slots = active[0]
         first_row = bidx * self.rows
         has_down_rows = bidx < self.blocks
@@ -239,12 +259,16 @@ class MoeDecode:
         if item_expert < experts_with_slots:
             self.gate_up(x, token, w1, act, active_expert[item_expert], active_first[item_expert],
                          active_count[item_expert], chunk * self.columns, warp, lane)
+        if cutlass.const_expr(self.trace):
+            cute.arch.sync_threads()
+            self.stamp(stamps, "gate-up GEMVs done", tidx)
 
         # Up to here the kernel has read the layer's inputs and written act, which the
         # routing kernel before it never touches; the counter it zeroes is read after
         # that grid's end.
         cute.arch.griddepcontrol_wait()
         cute.arch.sync_threads()  # this CTA's act written
+        self.stamp(stamps, "routing grid over", tidx)
         if tidx == 0:
             cute.arch.fence_acq_rel_gpu()
             cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
@@ -253,15 +277,29 @@ class MoeDecode:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
         if tidx == 0:
             self.wait_for_all(counter)
+            self.stamp(stamps, "barrier over", tidx)
         cute.arch.sync_threads()  # every CTA's act written
 
         if has_down_rows:
             if cutlass.const_expr(self.staged > 0):
                 cute.arch.mbarrier_wait(staged_full, 0)
+                self.stamp(stamps, "staged down rows landed", tidx)
             self.down(act, w2, staged, y, active_expert, active_first, active_count, experts_with_slots, first_row,
                       warp, lane)
             cute.arch.sync_threads()  # y written
+            self.stamp(stamps, "down GEMVs done", tidx)
             self.combine(y, row_of, weights, out, first_row, tidx)
+            if cutlass.const_expr(self.trace):
+                cute.arch.sync_threads()
+                self.stamp(stamps, "end", tidx)
+
+    @cute.jit
+    def stamp(self, stamps, phase: str, tidx: cutlass.Int32):
+        """With `trace`, the global timer into this CTA's stamp of `phase`, by thread 0;
+        nothing otherwise."""
+        if cutlass.const_expr(stamps is not None):
+            if tidx == 0:
+                stamps[PHASES.index(phase)] = cute.arch.globaltimer()
 
     @cute.jit
     def route(self, ids: cute.Tensor, token: cute.Tensor, row_of: cute.Tensor, active_expert: cute.Tensor,

@@ -147,6 +147,11 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     staged in each CTA's shared memory beside the gate-up GEMVs, the rest read through L2
     (None: every active expert's where shared memory holds them all, else none; W8 times
     0 too)."""
+    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts)
+    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
+
+
+def _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts) -> None:
     from .decode_kernel import MAX_SLOTS
 
     _check(x, w1, w2, topk_weights, topk_ids)
@@ -169,18 +174,42 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     if staged_experts is not None and (not isinstance(staged_experts, int) or staged_experts < 0):
         fail(f"staged_experts = {staged_experts!r}: a count of experts, 0 or more (None: the kernel's rule)",
              param="staged_experts", hint="pass 0 to stage none, None for the kernel's rule")
-    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
+
+
+def decode_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
+                  topk_ids: torch.Tensor, *, early_prefetch: bool = False,
+                  staged_experts: Optional[int] = None) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+    """`fused_moe_decode`'s result, and where its decode kernel spends its time: for each
+    phase of `decode_kernel.PHASES`, the microseconds at which each CTA reached it, from
+    the first CTA's start (NaN where a CTA never did: one without down rows). Its kernel
+    is a build of its own, with the stamps compiled in; one synchronisation."""
+    from .decode_kernel import PHASES
+
+    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts)
+    out, stamps = _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts, trace=True)
+    return out, _microseconds(stamps, PHASES)
+
+
+def _microseconds(stamps: torch.Tensor, phases: Tuple[str, ...]) -> Dict[str, torch.Tensor]:
+    """The stamps (CTAs, slots) in ns of each of `phases` (in slot order), as microseconds
+    from the first CTA's start; NaN where a CTA never stamped (its slot zeroed before the
+    launch)."""
+    ns = stamps.cpu().double()[:, :len(phases)]
+    ns[ns == 0] = float("nan")
+    us = (ns - ns[:, 0].min()) / 1e3  # every CTA stamps its start
+    return {phase: us[:, i] for i, phase in enumerate(phases)}
 
 
 def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
-            staged_experts: Optional[int] = None) -> torch.Tensor:
+            staged_experts: Optional[int] = None, trace: bool = False):
     """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
     which here checks the ids and zeroes the decode kernel's barrier counter: the decode
-    kernel starts while it runs and waits for it only at its barrier."""
+    kernel starts while it runs and waits for it only at its barrier. With `trace`,
+    (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS) int64 ns)."""
     require_hopper(x.device, "x", "fused_moe")
     import cutlass
 
-    from .decode_kernel import MoeDecode
+    from .decode_kernel import STAMP_SLOTS, MoeDecode
 
     experts, hidden, inter = w1.shape[0], x.shape[1], w2.shape[2]
     (tokens, top_k), total = topk_ids.shape, topk_ids.numel()
@@ -194,18 +223,23 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
     ids = (ids if ids.dtype in (torch.int32, torch.int64) else ids.long()).contiguous()
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[ids.dtype]
-    _, kernel = _compiled(("decode", x.dtype, experts, hidden, inter, top_k, total, ids.dtype, sms, early_prefetch,
-                           staged_experts, index),
-                          lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms, early_prefetch,
-                                            staged_experts),
-                          index)
-    counter = _scratch(1, 1, x, torch.int32)[0]  # zeroed by `route`'s kernel
-    route(ids.view(tokens, top_k), experts, zeros=counter)
+    decode, kernel = _compiled(("decode", x.dtype, experts, hidden, inter, top_k, total, ids.dtype, sms,
+                                early_prefetch, staged_experts, trace, index),
+                               lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms,
+                                                 early_prefetch, staged_experts, trace),
+                               index)
+    if trace:  # the counter, 4 bytes to 8, then each CTA's Int64 stamps (two Int32 each), zeroed
+        counter = torch.zeros(2 + 2 * STAMP_SLOTS * decode.ctas, dtype=torch.int32, device=x.device)
+    else:
+        counter = _scratch(1, 1, x, torch.int32)[0]
+    route(ids.view(tokens, top_k), experts, zeros=counter[:1])  # (the counter zeroed by its kernel)
     x, weights = _by_address(x, topk_weights)
     act = _scratch(total, inter, x)
     out = _scratch(tokens, hidden, x)
     _on_device(index, kernel, x.data_ptr(), ids.data_ptr(), weights.data_ptr(), w1.data_ptr(), w2.data_ptr(),
                act.data_ptr(), counter.data_ptr(), out.data_ptr())
+    if trace:
+        return out, counter[2:].view(torch.int64).view(decode.ctas, STAMP_SLOTS)
     return out
 
 
@@ -372,10 +406,7 @@ def megakernel_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_
     _check_megakernel(x, w1, w2, topk_weights, topk_ids, tile_n, split_k, stagger_k, down_lead)
     out, stamps = _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n, route_kernel, split_k, stagger_k,
                               down_lead, trace=True)
-    ns = stamps.cpu().double()[:, :len(PHASES)]
-    ns[ns == 0] = float("nan")  # zeroed before the launch: a phase the CTA never reached
-    us = (ns - ns[:, 0].min()) / 1e3  # every CTA stamps its start
-    return out, {phase: us[:, i] for i, phase in enumerate(PHASES)}
+    return out, _microseconds(stamps, PHASES)
 
 
 def _one_kernel(x, w1, w2, topk_weights, topk_ids, tile_n: Optional[int] = None,
