@@ -89,15 +89,17 @@ def test_only_a_hopper_gpu_counts_as_a_gpu_for_the_gpu_tier(monkeypatch):
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
-    from benchmarks import harness, profile_layer, w8_fused_moe, w8_instances, w8_phases, w8_stream
+    from benchmarks import harness, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances, w8_phases, w8_stream
 
     monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
+    assert w8_phases.main(["--kernel", "decode", "--tokens", "1"]) == 0
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert profile_layer.main(["--points", "qwen3-30b-a3b 64,mixtral-8x7b 8 step", "--clocks", "1"]) == 0
     assert w8_stream.main(["--tiles", "1"]) == 0
-    assert capsys.readouterr().out.count("needs a Hopper GPU") == 5
+    assert w8_decode_stream.main(["--reps", "3"]) == 0
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 7
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
@@ -125,6 +127,36 @@ def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):
         assert module.main(["--json", workload + "_configs"]) == 0
     assert sorted(os.listdir(tmp_path)) == ["W7_configs.json", "W8_configs.json"]
     assert json.load(open(tmp_path / "W8_configs.json"))["workload"] == "W8"
+
+
+def test_decode_stream_probe_streams_by_16_byte_loads_or_bulk_copies_on_mbarriers():
+    """`w8_decode_stream`'s variants: every CTA's bytes in whole steps of its loads or
+    chunks, each ring within shared memory; and their kernels compiled for sm_90a (no
+    GPU): `in flight` 16-byte global loads a step, or bulk copies completing on
+    mbarriers, each buffer read in 16-byte vectors and refilled after a CTA barrier."""
+    pytest.importorskip("cutlass")
+    import gcdsl.launch
+    from benchmarks import w8_decode_stream as probe
+    from gcdsl import ptx
+
+    found = probe.variants()
+    assert {v["method"] for v in found} == {"loads", "bulk"}
+    for v in found:
+        per_cta = v["kib_per_cta"] * 1024
+        if v["method"] == "loads":
+            assert per_cta % (16 * probe.THREADS * v["in_flight"]) == 0
+        else:
+            assert per_cta % v["chunk"] == 0 and v["stages"] * v["chunk"] <= 200 * 1024 and v["stages"] >= 2
+    loads = probe.build(dict(method="loads", ctas=128, kib_per_cta=512, in_flight=8))
+    text = ptx.of(gcdsl.launch.compile_tvm_ffi(loads, *loads.trace_args(), options="--keep-ptx"))
+    assert text.count("ld.global.v4") == 8 and "ld.local" not in text
+    bulk = probe.build(dict(method="bulk", ctas=128, kib_per_cta=512, chunk=16384, stages=4))
+    text = ptx.of(gcdsl.launch.compile_tvm_ffi(bulk, *bulk.trace_args(), options="--keep-ptx"))
+    # the ring's first fill (unrolled, a copy a buffer), then one refill in the loop
+    assert text.count("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes") == 4 + 1
+    assert "ld.shared.v4" in text and text.count("mbarrier.try_wait") == 1
+    assert text.index("mbarrier.try_wait") < text.index("ld.shared.v4") < text.rindex("bar.sync") \
+        < text.rindex("cp.async.bulk")
 
 
 def test_weight_stream_variants_fit_the_ring_and_the_tiles():
