@@ -74,7 +74,8 @@ VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")
 MODES = ("graph", "eager")
 # `--every-config`: fused_moe's decode kernel ("decode", up to its slots; "decode early
 # prefetch": its down rows asked of L2 first thing, not at the barrier; "decode unstaged":
-# none of them staged in shared memory), its one kernel
+# none of them staged in shared memory; "decode streamed": every weight row through a ring
+# of shared-memory buffers filled by bulk copies), its one kernel
 # at the rules' choices ("one kernel default") and at each tile width ("one kernel <tile_n>"), with
 # its down tiles in K splits ("one kernel split <n>"), each tile's k-tiles read from a
 # different one on or not ("one kernel stagger ...", "... unstaggered"), with n rounds of its
@@ -83,7 +84,8 @@ MODES = ("graph", "eager")
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
-FORCED = (("decode", "decode early prefetch", "decode unstaged", "one kernel default", "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
+FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streamed", "one kernel default",
+           "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
            "one kernel lead 0", "one kernel lead 2", "one kernel lead 3")
           + tuple(f"pair up {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
@@ -129,7 +131,8 @@ def layer(variant: str) -> Callable:
     if variant == "pair":
         return fused_moe_pair
     if variant.startswith("decode"):
-        options = {"decode early prefetch": {"early_prefetch": True}, "decode unstaged": {"staged_experts": 0}}
+        options = {"decode early prefetch": {"early_prefetch": True}, "decode unstaged": {"staged_experts": 0},
+                   "decode streamed": {"streamed": True}}
         return lambda *args: fused_moe_decode(*args, **options.get(variant, {}))
     if variant.startswith("one kernel "):  # "one kernel" then "<tile_n>", "[stagger|unstaggered] [split <n>]", "lead <n>"
         words, options = variant.split()[2:], {}  # or "torch route", or "default"

@@ -247,13 +247,13 @@ MOE_EXPERTS_CASES.update({  # the routing of a decode step in one kernel
 })
 
 
-def _decode(experts, hidden, inter, top_k, slots, early_prefetch=False, trace=False):
+def _decode(experts, hidden, inter, top_k, slots, early_prefetch=False, trace=False, streamed=False):
     def build():
         import cutlass
         from gcdsl.ops.decode_kernel import MoeDecode
 
         kernel = MoeDecode(cutlass.BFloat16, experts, hidden, inter, top_k, slots, cutlass.Int64, 132, early_prefetch,
-                           trace=trace)
+                           trace=trace, streamed=streamed)
         return kernel, kernel.trace_args()
 
     return build
@@ -266,6 +266,12 @@ MOE_EXPERTS_CASES.update({  # the decode kernel: Qwen3's experts at one and two 
     "decode_e8_h4096_i14336_s2": _decode(8, 4096, 14336, 2, 2),
     "decode_e128_h2048_i768_s8_early_prefetch": _decode(128, 2048, 768, 8, 8, early_prefetch=True),
     "decode_e128_h2048_i768_s8_trace": _decode(128, 2048, 768, 8, 8, trace=True),
+})
+MOE_EXPERTS_CASES.update({  # the decode kernel with every weight through its ring (`decode_ring`)
+    "decode_e128_h2048_i768_s8_streamed": _decode(128, 2048, 768, 8, 8, streamed=True),
+    "decode_e128_h2048_i768_s16_streamed": _decode(128, 2048, 768, 8, 16, streamed=True),
+    "decode_e32_h7168_i2048_s8_streamed": _decode(32, 7168, 2048, 8, 8, streamed=True),
+    "decode_e8_h4096_i14336_s2_streamed": _decode(8, 4096, 14336, 2, 2, streamed=True),
 })
 
 

@@ -33,7 +33,7 @@ from benchmarks.harness import has_hopper_gpu
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the grouped GEMM's package
 LAYER_KERNELS = (os.path.join("gcdsl", "ops", "route_kernel.py"), os.path.join("gcdsl", "ops", "combine_kernel.py"),
-                 os.path.join("gcdsl", "ops", "decode_kernel.py"))
+                 os.path.join("gcdsl", "ops", "decode_kernel.py"), os.path.join("gcdsl", "ops", "decode_ring.py"))
 
 
 def kernel_files(root: str = ROOT) -> Dict[str, str]:
@@ -203,6 +203,25 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "decode_reads_one_expert_past_the_staged": ("                if a < self.staged:", "                if a <= self.staged:"),
     # a build that stages every expert compiling the through-L2 down rows it never runs (its spills)
     "decode_all_staged_compiles_the_l2_path": ("if cutlass.const_expr(self.all_staged):", "if cutlass.const_expr(False):"),
+    # the streamed build's ring: a gate-up item's columns one pair on, a down item's rows one
+    # item on, the up rows' sums into the gate half, a down item's sums into its expert's
+    # first rows, an expert's batches one short (its items miscounted), a buffer refilled
+    # before the CTA is done with it
+    "decode_ring_gate_up_item_one_pair_on": ("column = first_column + item % (self.columns // plan.pairs) * plan.pairs",
+                                      "column = first_column + (item + 1) % (self.columns // plan.pairs) * plan.pairs"),
+    "decode_ring_down_item_one_chunk_on": ("(first_row + down % chunks * plan.chunk_rows) * self.inter",
+                                    "(first_row + (down + 1) % chunks * plan.chunk_rows) * self.inter"),
+    "decode_ring_up_sums_into_the_gate_half": ("table[(step * plan.pairs + row % plan.pairs, row // plan.pairs, segment, r)]",
+                                        "table[(step * plan.pairs + row % plan.pairs, 0, segment, r)]"),
+    "decode_ring_down_sums_into_the_first_chunks_rows": ("y_row = down % chunks * plan.chunk_rows + row", "y_row = row"),
+    "decode_ring_batches_one_short": ("(count + self.batch_rows - 1) // self.batch_rows)", "count // self.batch_rows)"),
+    "decode_ring_refilled_before_the_cta_barrier": (
+        "                cute.arch.sync_threads()  # the item read: its buffer may take the next\n"
+        "                if tidx == 0 and item + plan.stages < total_items:\n"
+        "                    self.ring_issue(item + plan.stages, ring, full, sources, up_items)\n",
+        "                if tidx == 0 and item + plan.stages < total_items:\n"
+        "                    self.ring_issue(item + plan.stages, ring, full, sources, up_items)\n"
+        "                cute.arch.sync_threads()  # the item read: its buffer may take the next\n"),
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
@@ -252,6 +271,11 @@ FOCUS: Dict[str, str] = {
        for name in ("decode_reduce_scatter_keeps_the_lower_half", "decode_staged_sum_stored_by_the_wrong_lane")},
     "decode_barrier_one_cta_short": "decode_barrier_holds",
     "decode_all_staged_compiles_the_l2_path": "decode_kernel_spills",
+    # (the streamed build also runs on simulated CTAs without a GPU, its PTX read for the refills' order)
+    **{name: "decode_kernel_on_simulated_ctas or streamed_decode_kernel_reads or decode_streamed"
+       for name in ("decode_ring_gate_up_item_one_pair_on", "decode_ring_down_item_one_chunk_on", "decode_ring_up_sums_into_the_gate_half",
+                    "decode_ring_down_sums_into_the_first_chunks_rows", "decode_ring_batches_one_short",
+                    "decode_ring_refilled_before_the_cta_barrier")},
     # (a counter added to before the routing kernel zeroes it: the PTX test sees the order)
     "decode_no_wait_for_the_routing_grid": "decode_kernel_streams or decode_against_float32 and e16_h256_i512",
     "experts_hand_off_into_busy_buffers": "hand_their_sub_tiles or (one_kernel and (float32 or break))",

@@ -424,11 +424,13 @@ def plain(function: Any) -> Callable:
 
 
 def plain_methods(instance: Any) -> None:
-    """Every `@cute.jit` method of `instance`'s class, as its plain function, on the
-    instance: kernel code calling `self.method(...)` runs it as Python too."""
-    for name, member in vars(type(instance)).items():
-        if isinstance(member, types.FunctionType) and hasattr(member, "__wrapped__"):
-            setattr(instance, name, types.MethodType(member.__wrapped__, instance))
+    """Every `@cute.jit` method of `instance`'s class and of the classes it derives from,
+    as its plain function, on the instance: kernel code calling `self.method(...)` runs
+    it as Python too."""
+    for klass in reversed(type(instance).__mro__):  # (a class's own methods over its bases')
+        for name, member in vars(klass).items():
+            if isinstance(member, types.FunctionType) and hasattr(member, "__wrapped__"):
+                setattr(instance, name, types.MethodType(member.__wrapped__, instance))
 
 
 class Trap(Exception):
@@ -460,8 +462,8 @@ def dsl_shims(memory: Memory) -> dict:
     """Module globals standing in for `cutlass`, `cute`, `trap_unless` and the shared
     memory allocator in plain kernel code: Python's numbers for the DSL's, its min and
     max, ranges as loops, registers, the running thread's indices, barriers, shuffles,
-    ballots and atomics, tensors through layouts on `memory`, bulk copies done at once,
-    and traps that raise."""
+    ballots and atomics, tensors through layouts on `memory`, bulk copies done at once
+    and counted on their mbarriers (whose waits wait), and traps that raise."""
     current = Threads.current
     cutlass = types.SimpleNamespace(
         Int32=int, Int64=int, Float32=float, min=min, max=max, range_constexpr=range,
@@ -480,19 +482,22 @@ def dsl_shims(memory: Memory) -> dict:
         atomic_add=lambda pointer, value, **order: _atomic_add(pointer, value),
         load=_spin_load, globaltimer=time.monotonic_ns, rcp_approx=lambda value: 1.0 / value,
         griddepcontrol_launch_dependents=lambda: None, griddepcontrol_wait=lambda: None,
-        fence_acq_rel_gpu=lambda: None, mbarrier_init=lambda *args: None, mbarrier_init_fence=lambda: None,
-        mbarrier_arrive_and_expect_tx=lambda *args: None, mbarrier_wait=lambda *args: None)
+        fence_acq_rel_gpu=lambda: None, mbarrier_init=_mbarrier_init, mbarrier_init_fence=lambda: None,
+        mbarrier_arrive_and_expect_tx=_mbarrier_arrive_and_expect_tx, mbarrier_wait=_mbarrier_wait)
 
     def make_tensor(pointer: Any, layout: Tuple[Any, Any]) -> Tensor:
         return Tensor(pointer.memory.pointer_at(pointer.address) if isinstance(pointer, Address) else pointer, layout)
 
-    def copy(atom: Any, source: Tensor, destination: Tensor, **barrier: Any) -> None:
-        destination.store(source.load())  # (a bulk copy, done at once: its mbarrier's wait passes)
+    def copy(atom: Any, source: Tensor, destination: Tensor, mbar_ptr: Any = None) -> None:
+        destination.store(source.load())  # (a bulk copy, done at once, its bytes then counted)
+        if mbar_ptr is not None:
+            _mbarrier(mbar_ptr).transfer(-atom.bytes)
 
     cute = types.SimpleNamespace(
         arch=arch, make_layout=make_layout, make_rmem_tensor=registers, make_tensor=make_tensor,
         make_ptr=lambda dtype, address, space=None, assumed_align=None: Address(memory, address),
-        copy=copy, make_copy_atom=lambda *args, **kwargs: None,
+        copy=copy, make_copy_atom=lambda op, dtype, num_bits_per_copy: types.SimpleNamespace(
+            bytes=num_bits_per_copy // 8),
         nvgpu=types.SimpleNamespace(cpasync=types.SimpleNamespace(CopyBulkG2SOp=lambda: None)),
         AddressSpace=types.SimpleNamespace(gmem="gmem"), ReductionOp=types.SimpleNamespace(ADD="add"),
         math=types.SimpleNamespace(exp=lambda value, fastmath=False: math.exp(value)))
@@ -502,6 +507,46 @@ def dsl_shims(memory: Memory) -> dict:
 
 
 _ATOMICS = threading.Lock()  # (one for every CTA's atomics: global memory's are seen by all)
+
+
+class _Mbarrier:
+    """A shared-memory mbarrier: a phase completes once its `count` arrivals are in and
+    the bytes they expect have been copied (bulk copies count theirs); a wait for the
+    phase of a parity lasts while the current phase has that parity, as on the GPU."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.arrivals, self.bytes, self.completed = count, 0, 0, 0
+
+    def transfer(self, bytes_: int, arrivals: int = 0) -> None:
+        with _ATOMICS:
+            self.arrivals, self.bytes = self.arrivals + arrivals, self.bytes + bytes_
+            if self.arrivals == self.count and self.bytes == 0:
+                self.arrivals, self.completed = 0, self.completed + 1
+
+
+_MBARRIERS: dict = {}  # (array's id, offset): its state, for the mbarriers of the running test
+
+
+def _mbarrier(pointer: Pointer) -> _Mbarrier:
+    return _MBARRIERS[(id(pointer.array), pointer.offset)]
+
+
+def _mbarrier_init(pointer: Pointer, count: int) -> None:
+    _MBARRIERS[(id(pointer.array), pointer.offset)] = _Mbarrier(count)
+
+
+def _mbarrier_arrive_and_expect_tx(pointer: Pointer, bytes_: int) -> None:
+    _mbarrier(pointer).transfer(bytes_, arrivals=1)
+
+
+def _mbarrier_wait(pointer: Pointer, parity: int) -> None:
+    started = time.monotonic()
+    while _mbarrier(pointer).completed % 2 == parity:
+        time.sleep(0.0005)
+        if _CURRENT.failed.is_set():
+            raise threading.BrokenBarrierError
+        if time.monotonic() - started > STEP_TIMEOUT_S:
+            raise AssertionError(f"an mbarrier wait for the phase of parity {parity} never ended")
 
 
 def _atomic_add(pointer: Pointer, value: Any) -> Any:

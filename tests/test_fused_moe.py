@@ -243,6 +243,41 @@ def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier
         assert copies == [] and "mbarrier" not in text
 
 
+# the streamed decode builds (`decode_ring`) and ptxas's spills of each, at most: at
+# DeepSeek-V3's one token one 64-bit value stored before the two-row gate-up items and
+# loaded after them (outside their loop)
+STREAMED_DECODE_SPILLS = {"decode_e128_h2048_i768_s8_streamed": 0, "decode_e128_h2048_i768_s16_streamed": 0,
+                          "decode_e32_h7168_i2048_s8_streamed": 2, "decode_e8_h4096_i14336_s2_streamed": 0}
+
+
+@pytest.mark.parametrize("case", STREAMED_DECODE_SPILLS)
+def test_streamed_decode_kernel_reads_its_weights_from_a_ring_refilled_only_after_a_cta_barrier(experts_kernels,
+                                                                                               case):
+    """The streamed decode build (`decode_ring`): one kernel; its weight rows in bulk
+    copies, each counted on a buffer's mbarrier (its bytes expected first), none asked of
+    L2; the gate-up items (two copies: gate rows, up rows) and the down items (one) issued
+    at the ring's start, after each of the three batch sizes' gate-up items and after
+    each group of down items; no buffer refilled between a wait for an item and the CTA
+    barrier after it (the buffer would be overwritten while warps still read it); the
+    same grid barrier as the default build; spills as STREAMED_DECODE_SPILLS says."""
+    from gcdsl import ptx
+
+    text = experts_kernels.ptx(case)
+    ptx.single_entry(text)
+    assert len(sass.spills(experts_kernels.sass(case))) <= STREAMED_DECODE_SPILLS[case]
+    assert "prefetch.global.L2" not in text and text.count("trap;") == 3
+    copies = re.findall(r"cp\.async\.bulk\.[^ ]*", text)
+    assert copies == ["cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"] * 15, copies
+    assert text.count("mbarrier.arrive.expect_tx") == 10  # (five sites, a gate-up and a down item's each)
+    for issue in re.findall(r"mbarrier\.arrive\.expect_tx(?:(?!mbarrier\.arrive).)*", text, re.S):
+        assert 1 <= issue.count("cp.async.bulk") <= 2, issue  # (a site's copies, after their bytes are expected)
+    for after_wait in re.findall(r"mbarrier\.try_wait(?:(?!mbarrier\.try_wait).)*?cp\.async\.bulk", text, re.S):
+        assert "bar.sync" in after_wait, after_wait[-2000:]
+    assert text.count("griddepcontrol.wait;") == 1
+    assert re.findall(r"atom\.[^ ]*", text) == ["atom.global.release.add.u32"]
+    assert text.index("mbarrier.try_wait") < text.index("ld.shared.v4")
+
+
 @pytest.mark.parametrize("case", DECODE_CASES)
 def test_decode_kernel_spills_no_more_registers_than_its_plan_allows(experts_kernels, case):
     """The register plan (`REGISTERS` of a lane's 128 for its sums and loads in flight)
@@ -651,6 +686,13 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
                 fused_moe_decode(x, w1, w2, weights, ids, staged_experts=staged)
             cases.append((None, "staged_experts", "a count of experts"))
             errors.append(info.value)
+        for options in ({"streamed": 1}, {"streamed": True, "staged_experts": 2},
+                        {"streamed": True, "early_prefetch": True}):
+            with pytest.raises(GcdslError) as info:
+                fused_moe_decode(x, w1, w2, weights, ids, **options)
+            words = "True or False" if type(options["streamed"]) is int else "through the kernel's ring"
+            cases.append((None, "streamed", words))
+            errors.append(info.value)
     for (_, param, words), err in zip(cases, errors):
         assert err.param == param and words in err.message, err.message
         assert err.location.filename == __file__
@@ -781,11 +823,13 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
 
 
 ROUTED = [[0, 3, 3, 5], [3, 6, 0, 7]]  # expert 3 in three slots (one token naming it twice), 0 in two
+FIVE_ON_ONE = [[3, 3, 3, 5], [3, 3, 0, 7]]  # expert 3 in five slots: two batches of x rows
 
 
-@pytest.mark.parametrize("ids, staged, threads, trace", [([[3, 6]], None, 512, False), (ROUTED, None, 64, False),
-                                                          (ROUTED, 2, 64, False), (ROUTED, None, 64, True)])
-def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, trace, monkeypatch):
+@pytest.mark.parametrize("ids, staged, threads, trace, streamed", [
+    ([[3, 6]], None, 512, False, False), (ROUTED, None, 64, False, False), (ROUTED, 2, 64, False, False),
+    (ROUTED, None, 64, True, False), ([[3, 6]], None, 512, False, True), (FIVE_ON_ONE, None, 64, False, "small")])
+def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, trace, streamed, monkeypatch):
     """The whole decode kernel run on the CPU by simulated CTAs, all at once
     (`tests/simt.py`; 8 SMs' worth, so 8 CTAs): its sort of the slots, the gate-up GEMVs
     into act, the down rows staged in shared memory (every expert a slot reaches by
@@ -795,11 +839,16 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     token, as the kernel runs; of 64 (two warps, the kernel's THREADS and WARPS set so)
     elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
     With `trace`, the same result, and each CTA's phase stamps after the counter, in the
-    order of its work, none before another CTA's gate-up GEMVs ended."""
+    order of its work, none before another CTA's gate-up GEMVs ended. `streamed`: every
+    weight through the ring (`decode_ring`), at one token and with an expert of five
+    slots (two batches of its x rows, each streaming the chunk's gate-up items again)
+    through a small ring (three buffers, down items of 8 rows: every buffer refilled
+    many times, four down items an expert, waited for three at a time); its bulk
+    copies are done at once, so the ring's order is checked, not its waits."""
     import numpy as np
 
     cutlass = pytest.importorskip("cutlass")
-    from gcdsl.ops import decode_kernel
+    from gcdsl.ops import decode_kernel, decode_ring
     from tests import simt
     from tests.simt import Memory, Shared, SharedField, Threads, install, make_layout, plain, plain_methods, \
         run_grid, vector_rows
@@ -818,9 +867,13 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
 
     monkeypatch.setattr(decode_kernel, "THREADS", threads)
     monkeypatch.setattr(decode_kernel, "WARPS", threads // 32)
+    if streamed == "small":
+        monkeypatch.setattr(decode_ring, "MAX_STAGES", 3)
+        monkeypatch.setattr(decode_ring, "DOWN_ITEM_BYTES", 8 * inter * 2)
     kernel = decode_kernel.MoeDecode(cutlass.BFloat16, experts, hidden, inter, k, tokens * k, cutlass.Int64, 8,
-                                     staged_experts=staged, trace=trace)
-    assert kernel.ctas == 8 and kernel.staged == (min(experts, tokens * k) if staged is None else staged)
+                                     staged_experts=staged, trace=trace, streamed=bool(streamed))
+    assert kernel.ctas == 8 and (streamed != "small" or (kernel.plan.stages, kernel.plan.chunk_rows) == (3, 8))
+    assert kernel.staged == (0 if streamed else min(experts, tokens * k) if staged is None else staged)
 
     class Bf16:  # (x's type as the kernel uses it: a width, and a conversion)
         width = 16
@@ -832,6 +885,7 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     plain_methods(kernel)
     memory = Memory()
     install(monkeypatch, decode_kernel, memory)
+    install(monkeypatch, decode_ring, memory)
     monkeypatch.setattr(decode_kernel, "WAIT_LIMIT_NS", 120 * 10**9)  # (Python's threads are slow to meet)
     monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 120.0)
     act = np.full((tokens * k, inter), np.nan)
@@ -851,6 +905,11 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
             active_count=SharedField(slots, np.int64), active=SharedField(1, np.int64),
             y=SharedField(kernel.slots * kernel.rows), staged_full=SharedField(1),
             staged=SharedField(kernel._staged_elements()))
+        if streamed:
+            plan = kernel.plan
+            cta.storage.full = SharedField(plan.stages)
+            cta.storage.table = SharedField(kernel.columns * 2 * plan.segments * decode_kernel.BATCH)
+            cta.storage.ring = SharedField(plan.stages * plan.buffer_bytes // 2)
     kernel.shared_storage = "the struct `__call__` makes (each CTA's `storage` stands in for it)"
     run_grid(ctas, lambda: plain(decode_kernel.MoeDecode.kernel)(kernel, *args))
     assert counter[0] == kernel.ctas
@@ -1118,6 +1177,24 @@ def test_decode_against_float32(shape, tokens, k, kind):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(DECODE_SHAPES.values()) + [(128, 2048, 768), (32, 7168, 2048), (8, 4096, 14336)])
+@pytest.mark.parametrize("tokens, k", [(1, 2), (1, 8), (2, 8), (3, 8), (32, 1)])
+@pytest.mark.parametrize("kind", ["random", "one expert", "duplicates"])
+def test_decode_streamed_against_float32(shape, tokens, k, kind):
+    """`streamed=True`: every weight row through the ring (`decode_ring`), on the small
+    shapes and W8's (Qwen3's, DeepSeek-V3's and Mixtral's experts), experts of 1 to 32
+    slots (x rows in batches, each batch streaming the chunk's gate-up items again)."""
+    experts, hidden, inter = shape
+    if hidden * inter > 2048 * 768 and tokens * k > 8:
+        pytest.skip("W8's large experts: one token's routing is enough")
+    w1, w2 = _weights(experts, hidden, inter, seed=tokens)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, kind, seed=tokens * k)
+    _check_close(fused_moe_decode(x, w1, w2, weights, ids, streamed=True),
+                 moe_experts_reference(x, w1, w2, weights, ids))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("view", ["contiguous", "strided rows", "unaligned start"])
 def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
@@ -1150,12 +1227,14 @@ def test_decode_stages_the_first_experts_down_rows_and_reads_the_others_through_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape, tokens, staged", [((128, 2048, 768), 1, None), ((16, 256, 512), 4, 0)])
-def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens, staged):
+@pytest.mark.parametrize("shape, tokens, staged, streamed", [((128, 2048, 768), 1, None, False),
+                                                              ((16, 256, 512), 4, 0, False),
+                                                              ((128, 2048, 768), 1, None, True)])
+def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens, staged, streamed):
     """The stamped decode build computes the same layer, and each CTA's stamps come in the
     order of its work; none is past the barrier before every CTA's gate-up GEMVs ended.
-    Qwen3's experts at one token (every down row staged, 128 CTAs) and a build that
-    stages none."""
+    Qwen3's experts at one token (every down row staged, 128 CTAs), a build that stages
+    none, and the streamed build (its down rows through the ring: none staged)."""
     from gcdsl.ops.decode_kernel import PHASES
     from gcdsl.ops.fused_moe import decode_phases
 
@@ -1163,7 +1242,8 @@ def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens
     w1, w2 = _weights(experts, hidden, inter, seed=tokens)
     x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
     weights, ids = _routing(tokens, experts, k, "random", seed=tokens)
-    out, phases = decode_phases(x, w1, w2, weights, ids, staged_experts=staged)
+    out, phases = decode_phases(x, w1, w2, weights, ids, staged_experts=staged, streamed=streamed)
+    staged = 0 if streamed else staged
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
     assert list(phases) == list(PHASES)
     p = torch.stack([phases[name] for name in PHASES], dim=1)  # (CTAs, phases), us

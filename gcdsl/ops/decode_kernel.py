@@ -52,6 +52,7 @@ from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 import gcdsl
 
 from ..lower._dsl import prefetch_to_l2_evict_last, trap_unless
+from .decode_ring import RingStream, ring_plan
 from .hopper_grouped_gemm.producer import WAIT_LIMIT_NS
 
 MAX_SLOTS = 32  # T k: a warp's lanes hold the slots when the CTA finds the experts
@@ -85,15 +86,17 @@ def _most_loads(rows: int, steps: int, sums_a_row: int, loads_a_step: int) -> Tu
     return rows, step
 
 
-class MoeDecode:
+class MoeDecode(RingStream):
     """The kernel for `ab_dtype` (cutlass.BFloat16 or Float16) weights and activations,
     E `experts`, `hidden` H, `inter` I, `top_k` k, `slots` T k, ids of `id_dtype`
     (cutlass.Int32 or Int64) and `sms` SMs; `early_prefetch`: ask L2 for the down rows
     before the gate-up GEMVs (else while the CTA waits at the barrier); `staged_experts`:
     at most so many active experts' down rows copied into shared memory while the gate-up
     GEMVs run (None: every active expert's where they all fit, else none); `trace`: the
-    phase stamps (the module docstring). H and I are multiples of 256 (a warp's 16-byte
-    vectors of a row in whole steps).
+    phase stamps (the module docstring); `streamed`: every weight through a ring of
+    shared-memory buffers filled by bulk copies (`decode_ring`), none staged or read by
+    per-thread loads. H and I are multiples of 256 (a warp's 16-byte vectors of a row in
+    whole steps).
 
     `__call__` is the host function to `cute.compile`:
         (x, ids, weights, w1, w2, act, counter, out, stream)
@@ -104,7 +107,7 @@ class MoeDecode:
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
                  sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None,
-                 trace: bool = False) -> None:
+                 trace: bool = False, streamed: bool = False) -> None:
         self.vector = 128 // ab_dtype.width
         step = LANE_VECTORS * self.vector
         if hidden % step or inter % step:
@@ -113,7 +116,8 @@ class MoeDecode:
             raise ValueError(f"{slots} slots of k = {top_k}: the decode kernel takes 1 to {MAX_SLOTS}, T k of them")
         self.ab_dtype, self.id_dtype, self.experts, self.hidden, self.inter = ab_dtype, id_dtype, experts, hidden, inter
         self.top_k, self.slots, self.tokens = top_k, slots, slots // top_k
-        self.early_prefetch, self.trace = early_prefetch, trace
+        self.early_prefetch, self.trace, self.streamed = early_prefetch, trace, streamed
+        self.threads, self.warps, self.batch_rows = THREADS, WARPS, BATCH
         most_active = min(experts, slots)
         if most_active > sms:  # (each active expert's gate-up GEMVs take one CTA at least)
             raise ValueError(f"{most_active} experts with a slot and {sms} SMs: the decode kernel runs one CTA an SM")
@@ -131,8 +135,17 @@ class MoeDecode:
         # others through L2 was slower than staging none)
         self.block_bytes = self.rows * inter * ab_dtype.width // 8  # a CTA's down rows of an expert, contiguous
         capacity = get_smem_capacity_in_bytes("sm_90")
-        fit = (capacity - HEADER_BYTES - 4 * slots * self.rows) // self.block_bytes
-        if staged_experts is None:
+        free = capacity - HEADER_BYTES - 4 * slots * self.rows  # (y's fp32 rows)
+        fit = free // self.block_bytes
+        self.plan = None
+        if streamed:  # (no rows staged: the ring takes the shared memory)
+            if early_prefetch or staged_experts:
+                raise ValueError("a streamed build reads every weight through its ring: no rows staged or prefetched")
+            self.plan = ring_plan(hidden, inter, self.columns, self.rows, ab_dtype.width // 8, free, WARPS, BATCH)
+            if self.plan is None:
+                raise ValueError(f"H = {hidden}, I = {inter}: no ring of two buffers fits shared memory")
+            self.staged = 0
+        elif staged_experts is None:
             self.staged = most_active if most_active <= fit else 0
         else:
             self.staged = min(most_active, fit, staged_experts)
@@ -174,10 +187,22 @@ class MoeDecode:
             "active_count": cute.struct.MemRange[cutlass.Int32, MAX_SLOTS],
             "active": cute.struct.MemRange[cutlass.Int32, 1],
             "y": cute.struct.MemRange[cutlass.Float32, self.slots * self.rows],  # this CTA's rows of each slot
-            "staged_full": cute.struct.MemRange[cutlass.Int64, 1],  # the staging copies' mbarrier
-            # this CTA's down rows of the first `staged` active experts, an expert after the other
-            "staged": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, self._staged_elements()], 128],
         }
+        if self.plan is None:
+            fields.update({
+                "staged_full": cute.struct.MemRange[cutlass.Int64, 1],  # the staging copies' mbarrier
+                # this CTA's down rows of the first `staged` active experts, an expert after the other
+                "staged": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, self._staged_elements()], 128],
+            })
+        else:
+            plan = self.plan
+            fields.update({
+                "full": cute.struct.MemRange[cutlass.Int64, plan.stages],  # each buffer's mbarrier
+                # a gate-up item's sums: (column, gate or up, segment, batch row)
+                "table": cute.struct.MemRange[cutlass.Float32, self.columns * 2 * plan.segments * BATCH],
+                "ring": cute.struct.Align[cute.struct.MemRange[
+                    self.ab_dtype, plan.stages * plan.buffer_bytes * 8 // self.ab_dtype.width], 128],
+            })
         return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
     def _staged_elements(self) -> int:
@@ -232,8 +257,10 @@ class MoeDecode:
         active_count = storage.active_count.get_tensor(slots)
         active = storage.active.get_tensor(cute.make_layout(1))
         y = storage.y.get_tensor(cute.make_layout((self.slots, self.rows), stride=(self.rows, 1)))
-        staged_full = storage.staged_full.data_ptr()
-        staged = storage.staged.get_tensor(cute.make_layout(self._staged_elements()))
+        staged_full, staged = None, None
+        if cutlass.const_expr(not self.streamed):
+            staged_full = storage.staged_full.data_ptr()
+            staged = storage.staged.get_tensor(cute.make_layout(self._staged_elements()))
         stamps = None
         if cutlass.const_expr(self.trace):
             first_stamp = cute.make_ptr(cutlass.Int64, counter.iterator.toint() + 8 + bidx * (STAMP_SLOTS * 8),
@@ -256,7 +283,27 @@ class MoeDecode:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
 
         item_expert, chunk = bidx // self.chunks, bidx % self.chunks
-        if item_expert < experts_with_slots:
+        if cutlass.const_expr(self.streamed):
+            ring = storage.ring.get_tensor(cute.make_layout(self.plan.stages * self.plan.buffer_bytes * 8
+                                                            // self.ab_dtype.width))
+            full = storage.full.data_ptr()
+            table = storage.table.get_tensor(cute.make_layout((self.columns, 2, self.plan.segments, BATCH)))
+            has_gate_up = item_expert < experts_with_slots
+            up_expert, up_first, up_count = cutlass.Int32(0), cutlass.Int32(0), cutlass.Int32(0)
+            if has_gate_up:
+                up_expert = active_expert[item_expert]
+                up_first, up_count = active_first[item_expert], active_count[item_expert]
+            up_items = cutlass.select_(has_gate_up, self.gate_up_items(up_count), 0)
+            down_items = cutlass.select_(has_down_rows, experts_with_slots * (self.rows // self.plan.chunk_rows), 0)
+            total_items = up_items + down_items
+            sources = (w1, w2, up_expert, chunk * self.columns, active_expert, first_row)
+            if tidx == 0:
+                self.ring_start(ring, full, sources, up_items, total_items)
+            cute.arch.sync_threads()  # (the mbarriers initialised)
+            if has_gate_up:
+                self.gate_up_streamed(x, token, act, ring, full, table, sources, up_first, up_count, up_items,
+                                      total_items, warp, lane, tidx)
+        elif item_expert < experts_with_slots:
             self.gate_up(x, token, w1, act, active_expert[item_expert], active_first[item_expert],
                          active_count[item_expert], chunk * self.columns, warp, lane)
         if cutlass.const_expr(self.trace):
@@ -272,7 +319,7 @@ class MoeDecode:
         if tidx == 0:
             cute.arch.fence_acq_rel_gpu()
             cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
-        if cutlass.const_expr(not self.early_prefetch):
+        if cutlass.const_expr(not self.early_prefetch and not self.streamed):
             if has_down_rows:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
         if tidx == 0:
@@ -284,8 +331,12 @@ class MoeDecode:
             if cutlass.const_expr(self.staged > 0):
                 cute.arch.mbarrier_wait(staged_full, 0)
                 self.stamp(stamps, "staged down rows landed", tidx)
-            self.down(act, w2, staged, y, active_expert, active_first, active_count, experts_with_slots, first_row,
-                      warp, lane)
+            if cutlass.const_expr(self.streamed):
+                self.down_streamed(act, ring, full, y, sources, active_first, active_count, up_items, total_items,
+                                   warp, lane, tidx)
+            else:
+                self.down(act, w2, staged, y, active_expert, active_first, active_count, experts_with_slots,
+                          first_row, warp, lane)
             cute.arch.sync_threads()  # y written
             self.stamp(stamps, "down GEMVs done", tidx)
             self.combine(y, row_of, weights, out, first_row, tidx)
@@ -507,10 +558,14 @@ class MoeDecode:
 
     @cute.jit
     def down_staged_rows(self, act: cute.Tensor, w2: cute.Tensor, y: cute.Tensor, first: cutlass.Int32,
-                         count: cutlass.Int32, row: cutlass.Int32, rows: int, lane: cutlass.Int32, batch: int):
-        """y[slot, row + q] = act[slot] . w2[row + q] for q < rows, w2 a staged expert's rows in
-        shared memory: a lane's fp32 sum of its vectors' products for each (row, slot),
-        then the warp's sums of all of them reduced together (`reduce_scatter`)."""
+                         count: cutlass.Int32, row: cutlass.Int32, rows: int, lane: cutlass.Int32, batch: int,
+                         y_row=None):
+        """y[slot, y_row + q] = act[slot] . w2[row + q] for q < rows (y_row: row where None),
+        w2 an expert's rows in shared memory: a lane's fp32 sum of its vectors' products for
+        each (row, slot), then the warp's sums of all of them reduced together
+        (`reduce_scatter`)."""
+        if cutlass.const_expr(y_row is None):
+            y_row = row
         for done in cutlass.range(0, count, batch, unroll=1):
             slots = [first + cutlass.min(done + r, count - 1) for r in range(batch)]
             sums = cute.make_rmem_tensor((rows, batch), cutlass.Float32)
@@ -530,7 +585,7 @@ class MoeDecode:
             held = self.held_value(lane, rows * batch)
             held_row, held_slot = held // batch, held % batch
             if self.first_holder(lane, rows * batch) and done + held_slot < count:
-                y[(first + done + held_slot, row + held_row)] = total
+                y[(first + done + held_slot, y_row + held_row)] = total
 
     def reduce_scatter(self, values: list, lane: cutlass.Int32) -> cutlass.Float32:
         """The warp's sum of each of a lane's `values` (a power of two of them, up to 32):

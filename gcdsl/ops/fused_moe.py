@@ -138,7 +138,7 @@ def decode_applies(experts: int, hidden: int, inter: int, slots: int) -> bool:
 
 def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                      topk_ids: torch.Tensor, *, early_prefetch: bool = False,
-                     staged_experts: Optional[int] = None) -> torch.Tensor:
+                     staged_experts: Optional[int] = None, streamed: bool = False) -> torch.Tensor:
     """`fused_moe` by the decode kernel (`decode_kernel`), whatever the slot count: both
     GEMMs as GEMVs on CUDA cores, one kernel after the routing's. w1 and w2 contiguous;
     H and I multiples of 256; at most `decode_kernel.MAX_SLOTS` slots (T k).
@@ -146,12 +146,13 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     not at the barrier; `staged_experts`: at most so many active experts' down rows
     staged in each CTA's shared memory beside the gate-up GEMVs, the rest read through L2
     (None: every active expert's where shared memory holds them all, else none; W8 times
-    0 too)."""
-    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts)
-    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts)
+    0 too); `streamed=True`: every weight row through a ring of shared-memory buffers
+    filled by bulk copies (`decode_ring`), neither of the two others."""
+    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts, early_prefetch, streamed)
+    return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts, streamed=streamed)
 
 
-def _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts) -> None:
+def _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts, early_prefetch=False, streamed=False) -> None:
     from .decode_kernel import MAX_SLOTS
 
     _check(x, w1, w2, topk_weights, topk_ids)
@@ -174,19 +175,26 @@ def _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts) -> None:
     if staged_experts is not None and (not isinstance(staged_experts, int) or staged_experts < 0):
         fail(f"staged_experts = {staged_experts!r}: a count of experts, 0 or more (None: the kernel's rule)",
              param="staged_experts", hint="pass 0 to stage none, None for the kernel's rule")
+    if not isinstance(streamed, bool):
+        fail(f"streamed = {streamed!r}; it is True or False", param="streamed")
+    if streamed and (early_prefetch or staged_experts):
+        fail("streamed=True reads every weight row through the kernel's ring: nothing is staged or asked of L2 "
+             f"first (early_prefetch={early_prefetch!r}, staged_experts={staged_experts!r})", param="streamed",
+             hint="leave early_prefetch and staged_experts at their defaults")
 
 
 def decode_phases(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
-                  topk_ids: torch.Tensor, *, early_prefetch: bool = False,
-                  staged_experts: Optional[int] = None) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
+                  topk_ids: torch.Tensor, *, early_prefetch: bool = False, staged_experts: Optional[int] = None,
+                  streamed: bool = False) -> Tuple[torch.Tensor, Dict[str, torch.Tensor]]:
     """`fused_moe_decode`'s result, and where its decode kernel spends its time: for each
     phase of `decode_kernel.PHASES`, the microseconds at which each CTA reached it, from
     the first CTA's start (NaN where a CTA never did: one without down rows). Its kernel
     is a build of its own, with the stamps compiled in; one synchronisation."""
     from .decode_kernel import PHASES
 
-    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts)
-    out, stamps = _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts, trace=True)
+    _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts, early_prefetch, streamed)
+    out, stamps = _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts, trace=True,
+                          streamed=streamed)
     return out, _microseconds(stamps, PHASES)
 
 
@@ -201,7 +209,7 @@ def _microseconds(stamps: torch.Tensor, phases: Tuple[str, ...]) -> Dict[str, to
 
 
 def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
-            staged_experts: Optional[int] = None, trace: bool = False):
+            staged_experts: Optional[int] = None, trace: bool = False, streamed: bool = False):
     """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
     which here checks the ids and zeroes the decode kernel's barrier counter: the decode
     kernel starts while it runs and waits for it only at its barrier. With `trace`,
@@ -224,9 +232,9 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
     ab = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16}[x.dtype]
     id_dtype = {torch.int32: cutlass.Int32, torch.int64: cutlass.Int64}[ids.dtype]
     decode, kernel = _compiled(("decode", x.dtype, experts, hidden, inter, top_k, total, ids.dtype, sms,
-                                early_prefetch, staged_experts, trace, index),
+                                early_prefetch, staged_experts, trace, streamed, index),
                                lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms,
-                                                 early_prefetch, staged_experts, trace),
+                                                 early_prefetch, staged_experts, trace, streamed),
                                index)
     if trace:  # the counter, 4 bytes to 8, then each CTA's Int64 stamps (two Int32 each), zeroed
         counter = torch.zeros(2 + 2 * STAMP_SLOTS * decode.ctas, dtype=torch.int32, device=x.device)

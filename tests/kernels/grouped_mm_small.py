@@ -172,7 +172,8 @@ def experts_in_one_kernel() -> bool:
 def decode_kernel() -> bool:
     """The decode kernel (`fused_moe_decode`): CTAs that meet at a grid barrier between
     the GEMVs; an expert with several slots, one with none; both
-    prefetch orders, and the build with phase stamps (`decode_phases`)."""
+    prefetch orders, the streamed build (`decode_ring`) and the build with phase stamps
+    (`decode_phases`)."""
     import importlib
 
     from benchmarks.moe_layer import moe_experts_reference
@@ -192,6 +193,11 @@ def decode_kernel() -> bool:
         good &= err <= 2e-2
         print(f"expert layer in the decode kernel, down rows prefetched {'first' if early else 'at the barrier'}: "
               f"rel err {err:.1e} {'PASS' if err <= 2e-2 else 'FAIL'}", flush=True)
+    out = fm.fused_moe_decode(x, w1, w2, weights, ids, streamed=True).float()
+    err = ((out - ref).abs().max() / ref.abs().max()).item()
+    good &= err <= 2e-2
+    print(f"expert layer in the decode kernel, every weight through its ring: rel err {err:.1e} "
+          f"{'PASS' if err <= 2e-2 else 'FAIL'}", flush=True)
     out, phases = fm.decode_phases(x, w1, w2, weights, ids)
     err = ((out.float() - ref).abs().max() / ref.abs().max()).item()
     stamped = all(bool((values == values).any()) for values in phases.values())  # each phase reached by a CTA
