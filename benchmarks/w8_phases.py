@@ -12,14 +12,15 @@ layer's time goes.
 With `--kernel decode`, the decode kernel (`fused_moe.decode_phases`, the phases of
 `decode_kernel.PHASES`) at the points it takes (up to 32 slots): the same table, the
 active weights' bytes over the kernel's span, and the span cut at the last CTA's
-gate-up GEMVs and at the last CTA past the barrier.
+gate-up GEMVs and at the last CTA past the barrier; with `--kernel decode-streamed`, its
+build with every weight row through the ring (`decode_ring`).
 
-    python benchmarks/w8_phases.py [--kernel one|decode] [--shapes qwen3-30b-a3b] [--tokens 1,8] [--calls 3]
+    python benchmarks/w8_phases.py [--kernel one|decode|decode-streamed] [--shapes qwen3-30b-a3b] [--tokens 1,8]
 
 The stamps change the kernel a little (one store per phase per CTA), so its times are
 for finding where the time goes, not for W8's tables. Writes
-benchmarks/results/W8_phases.json (or W8_decode_phases.json: every CTA's stamps of the
-last call).
+benchmarks/results/W8_phases.json (W8_decode_phases.json, W8_streamed_phases.json):
+every CTA's stamps of the last call.
 """
 from __future__ import annotations
 
@@ -60,11 +61,13 @@ def run(args, machine) -> Report:
     from gcdsl.ops import decode_kernel, hopper_grouped_gemm
     from gcdsl.ops.fused_moe import decode_phases, megakernel_phases
 
-    decode = args.kernel == "decode"
-    phased, PHASES = (decode_phases, decode_kernel.PHASES) if decode else (megakernel_phases,
-                                                                            hopper_grouped_gemm.PHASES)
-    report = Report("W8_decode_phases" if decode else "W8_phases",
-                    f"W8's {'decode' if decode else 'one'} kernel, phase by phase (stamped build)",
+    decode = args.kernel.startswith("decode")
+    if decode:
+        streamed = args.kernel == "decode-streamed"
+        phased, PHASES = (lambda *layer: decode_phases(*layer, streamed=streamed)), decode_kernel.PHASES
+    else:
+        phased, PHASES = megakernel_phases, hopper_grouped_gemm.PHASES
+    report = Report(_workload(args.kernel), f"W8's {args.kernel} kernel, phase by phase (stamped build)",
                     config={"calls": args.calls, "kernel": args.kernel})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
@@ -124,10 +127,14 @@ def _decode_row(shape, tokens: int, active: int, phases, copy_gbps: float) -> di
                 spans_us=spans, phases_us={phase: phases[phase].tolist() for phase in PHASES})
 
 
+def _workload(kernel: str) -> str:
+    return {"one": "W8_phases", "decode": "W8_decode_phases", "decode-streamed": "W8_streamed_phases"}[kernel]
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description="W8's expert kernels, phase by phase (see the module docstring)")
-    p.add_argument("--kernel", choices=("one", "decode"), default="one",
-                   help="the one tensor-core kernel (default) or the decode kernel")
+    p.add_argument("--kernel", choices=("one", "decode", "decode-streamed"), default="one",
+                   help="the one tensor-core kernel (default), the decode kernel, or its streamed build")
     p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
     p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,8,64; decode: 1,2,4)")
     p.add_argument("--calls", type=int, default=3, help="layer calls per point (the stamps of the last)")
@@ -138,7 +145,7 @@ def main(argv=None) -> int:
     from benchmarks import harness
 
     args = parse_args(argv)
-    return harness.main_on_gpu("W8_decode_phases" if args.kernel == "decode" else "W8_phases", run, args)
+    return harness.main_on_gpu(_workload(args.kernel), run, args)
 
 
 if __name__ == "__main__":

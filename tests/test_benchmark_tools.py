@@ -94,12 +94,13 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
     monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
     assert w8_phases.main(["--kernel", "decode", "--tokens", "1"]) == 0
+    assert w8_phases.main(["--kernel", "decode-streamed", "--tokens", "1"]) == 0
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert profile_layer.main(["--points", "qwen3-30b-a3b 64,mixtral-8x7b 8 step", "--clocks", "1"]) == 0
     assert w8_stream.main(["--tiles", "1"]) == 0
     assert w8_decode_stream.main(["--reps", "3"]) == 0
-    assert capsys.readouterr().out.count("needs a Hopper GPU") == 7
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 8
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
