@@ -24,6 +24,10 @@ names it reads (`dsl_shims`) set as its module's globals:
   and build tensors on it (`cute.make_ptr`, `cute.make_tensor`).
 - `SharedField`: a field of a CTA's shared memory (`Threads.storage` holds the CTA's,
   what the shared-memory allocator hands out).
+- mbarriers (`mbarrier_init`, `mbarrier_arrive_and_expect_tx`, `mbarrier_wait`): a phase
+  completes once its arrivals are in and the bytes they expect have come by bulk copies
+  (`cute.copy` with `mbar_ptr`, done at once); a wait for a parity lasts while the
+  current phase has it, as on the GPU.
 - A failed `trap_unless` raises `Trap` with its message: the kernel ends there.
 """
 from __future__ import annotations
@@ -528,7 +532,10 @@ _MBARRIERS: dict = {}  # (array's id, offset): its state, for the mbarriers of t
 
 
 def _mbarrier(pointer: Pointer) -> _Mbarrier:
-    return _MBARRIERS[(id(pointer.array), pointer.offset)]
+    barrier = _MBARRIERS.get((id(pointer.array), pointer.offset))
+    if barrier is None:
+        raise AssertionError("an mbarrier used before mbarrier_init")
+    return barrier
 
 
 def _mbarrier_init(pointer: Pointer, count: int) -> None:

@@ -34,6 +34,10 @@ past WAIT_LIMIT_NS traps with a message instead of hanging. The routing kernel b
 stream serialization; it reads only the layer's inputs and its own act until then) and
 waits for its end before it adds to the counter.
 
+Streamed (`streamed=True`, `decode_ring`): every weight row a CTA reads comes through one
+ring of shared-memory buffers filled by bulk copies, in the order the CTA reads them (its
+gate-up rows, then its down rows), in place of the per-thread loads and the staging.
+
 Phase stamps (`trace=True`, for `fused_moe.decode_phases`): each CTA's thread 0 writes the
 global timer (ns) at each of `PHASES` it reaches into eight Int64 after the counter (from
 its buffer's byte 8), CTA c's at byte 8 + 64 c; the build waits for the CTA's last warp

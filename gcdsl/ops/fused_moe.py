@@ -147,7 +147,7 @@ def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_w
     staged in each CTA's shared memory beside the gate-up GEMVs, the rest read through L2
     (None: every active expert's where shared memory holds them all, else none; W8 times
     0 too); `streamed=True`: every weight row through a ring of shared-memory buffers
-    filled by bulk copies (`decode_ring`), neither of the two others."""
+    filled by bulk copies (`decode_ring`), with neither of those two options."""
     _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts, early_prefetch, streamed)
     return _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch, staged_experts, streamed=streamed)
 
