@@ -204,8 +204,7 @@ class MoeDecode(RingStream):
                 "full": cute.struct.MemRange[cutlass.Int64, plan.stages],  # each buffer's mbarrier
                 # a gate-up item's sums: (column, gate or up, segment, batch row)
                 "table": cute.struct.MemRange[cutlass.Float32, self.columns * 2 * plan.segments * BATCH],
-                "ring": cute.struct.Align[cute.struct.MemRange[
-                    self.ab_dtype, plan.stages * plan.buffer_bytes * 8 // self.ab_dtype.width], 128],
+                "ring": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, plan.stages * self.buffer_elements()], 128],
             })
         return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
@@ -288,8 +287,7 @@ class MoeDecode(RingStream):
 
         item_expert, chunk = bidx // self.chunks, bidx % self.chunks
         if cutlass.const_expr(self.streamed):
-            ring = storage.ring.get_tensor(cute.make_layout(self.plan.stages * self.plan.buffer_bytes * 8
-                                                            // self.ab_dtype.width))
+            ring = storage.ring.get_tensor(cute.make_layout(self.plan.stages * self.buffer_elements()))
             full = storage.full.data_ptr()
             table = storage.table.get_tensor(cute.make_layout((self.columns, 2, self.plan.segments, BATCH)))
             has_gate_up = item_expert < experts_with_slots

@@ -90,6 +90,10 @@ class RingStream:
         batches = cutlass.select_(count <= 2, 1, (count + self.batch_rows - 1) // self.batch_rows)
         return batches * (self.columns // self.plan.pairs)
 
+    def buffer_elements(self) -> int:
+        """A buffer's elements of the weights' type."""
+        return self.plan.buffer_bytes * 8 // self.ab_dtype.width
+
     @cute.jit
     def ring_start(self, ring: cute.Tensor, full: cute.Pointer, sources, up_items: cutlass.Int32,
                    total_items: cutlass.Int32):
@@ -109,7 +113,7 @@ class RingStream:
         w1, w2, up_expert, first_column, active_expert, first_row = sources
         plan, width = self.plan, self.ab_dtype.width // 8
         buffer = item % plan.stages
-        target = ring.iterator + buffer * (plan.buffer_bytes // width)
+        target = ring.iterator + buffer * self.buffer_elements()
         barrier = full + buffer
         if item < up_items:
             elements = plan.pairs * self.hidden
@@ -137,7 +141,7 @@ class RingStream:
     @cute.jit
     def item_rows(self, ring: cute.Tensor, item: cutlass.Int32, rows: int, columns: int) -> cute.Tensor:
         """Item `item`'s buffer as `rows` rows of `columns` (in 16-byte vectors)."""
-        start = ring.iterator + item % self.plan.stages * (self.plan.buffer_bytes * 8 // self.ab_dtype.width)
+        start = ring.iterator + item % self.plan.stages * self.buffer_elements()
         return cute.make_tensor(start, self._rows_of(rows, columns))
 
     @cute.jit
