@@ -204,7 +204,8 @@ class MoeDecode(RingStream):
                 "full": cute.struct.MemRange[cutlass.Int64, plan.stages],  # each buffer's mbarrier
                 # a gate-up item's sums: (column, gate or up, segment, batch row)
                 "table": cute.struct.MemRange[cutlass.Float32, self.columns * 2 * plan.segments * BATCH],
-                "ring": cute.struct.Align[cute.struct.MemRange[self.ab_dtype, plan.stages * self.buffer_elements()], 128],
+                "ring": cute.struct.Align[
+                    cute.struct.MemRange[self.ab_dtype, plan.stages * self.buffer_elements()], 128],
             })
         return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
