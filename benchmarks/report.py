@@ -97,6 +97,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W8": fused_moe.region_w8,
     "W8-decode": fused_moe.region_w8_decode,
     "W8-lead": fused_moe.region_w8_lead,
+    "W8-streamed": fused_moe.region_w8_streamed,
     "W8-phases": fused_moe.region_w8_phases,
     "W8-instances": fused_moe.region_w8_instances,
     "W8-stream": fused_moe.region_w8_stream,

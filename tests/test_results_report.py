@@ -222,3 +222,22 @@ def test_committed_ncu_reports_are_read(results):
         assert shape in results["W5"]["config"]["shapes"] and dtype in ("bf16", "fp16")
         assert "grouped_gemm" in r["kernel"].lower()  # the profile is of gcdsl's kernel
         assert 0 < ncu.percent(r, grouped_gemm.SOL, "Compute (SM) Throughput") <= 1
+
+
+def test_streamed_decode_region_reads_a_forced_run():
+    """The region for `W8_streamed.json` keeps its text until the run exists, then shows
+    each form's graph-replay time, their ratios to the streamed build's and the HBM
+    fractions of both decode builds (from a forced run's rows as `w8_fused_moe` writes them)."""
+    from benchmarks.reporting import fused_moe
+
+    assert fused_moe.region_w8_streamed({}) is None
+    times = {"torch": 86.0, "decode": 26.5, "decode streamed": 22.0, "one kernel default": 35.0, "fused_moe": 26.6}
+    rows = [{"shape": "qwen3-30b-a3b", "tokens": 1, "variant": v, "mode": "graph", "us": us, "status": "OK",
+             "bound_us": 17.6} for v, us in times.items()]
+    rows.append({"shape": "qwen3-30b-a3b", "tokens": 1, "variant": "decode streamed", "mode": "eager", "us": 99.0,
+                 "status": "OK"})
+    source = {"results": rows, "config": {"rounds": 5, "calls": 20}, "machine": {"gcdsl_git": "abc"}}
+    text = fused_moe.region_w8_streamed({"W8_streamed": source})
+    row = next(line for line in text.splitlines() if line.startswith("| qwen3-30b-a3b"))
+    assert row.split(" | ")[2:] == ["86.0", "26.5", "22.0", "35.0", "26.6", "1.20x", "1.59x", "66.4%", "80.0% |"]
+    assert "at `abc`" in text and "median of 5 rounds of 20 calls" in text

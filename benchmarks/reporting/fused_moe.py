@@ -163,6 +163,12 @@ def _forced_times(source: Dict[str, Any], variants) -> List[Tuple[str, int, Dict
             for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"])]
 
 
+def _forced_bound(source: Dict[str, Any], shape: str, tokens: int) -> Optional[float]:
+    """A forced run's weight-streaming bound (µs) at a point."""
+    return next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (shape, tokens)
+                 and r.get("bound_us")), None)
+
+
 # W8_decode.json's forced variants
 DECODE_FORMS = ("decode", "decode early prefetch", "decode unstaged", "one kernel default")
 
@@ -177,8 +183,7 @@ def region_w8_decode(results: Results) -> Optional[str]:
     source = results["W8_decode"]
     table = []
     for s, t, us in _forced_times(source, ("fused_moe", "torch", *DECODE_FORMS)):
-        bound = next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (s, t)
-                      and r.get("bound_us")), None)
+        bound = _forced_bound(source, s, t)
         cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *DECODE_FORMS, "fused_moe")]
         one, decode, unstaged = us.get("one kernel default"), us.get("decode"), us.get("decode unstaged")
         cells.append(ratio(one / decode) if one and decode else "-")
@@ -197,6 +202,37 @@ def region_w8_decode(results: Results) -> Optional[str]:
         "kernel, staging faster than none; HBM fraction of the decode kernel's layer:", "",
         md_table(["shape", "tokens", "torch", *DECODE_FORMS, "fused_moe", "one kernel / decode",
                   "unstaged / decode", "HBM fraction, decode"], table)])
+
+
+# W8_streamed.json's forced variants: the decode kernel, its streamed build, the one kernel
+STREAMED_FORMS = ("decode", "decode streamed", "one kernel default")
+
+
+def region_w8_streamed(results: Results) -> Optional[str]:
+    """`W8_streamed.json` (`--forced` STREAMED_FORMS): the decode kernel's streamed build
+    against its default build and the one kernel, graph replays, and the HBM fraction of
+    each decode build: the data for `fused_moe` to take the streamed build or not."""
+    if "W8_streamed" not in results:
+        return None
+    source = results["W8_streamed"]
+    table = []
+    for s, t, us in _forced_times(source, ("torch", "fused_moe", *STREAMED_FORMS)):
+        bound, streamed = _forced_bound(source, s, t), us.get("decode streamed")
+        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *STREAMED_FORMS, "fused_moe")]
+        cells += [ratio(us[v] / streamed) if streamed and v in us else "-" for v in ("decode", "one kernel default")]
+        cells += [pct(bound / us[v]) if bound and v in us else "-" for v in ("decode", "decode streamed")]
+        table.append(cells)
+    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
+    return "\n".join([
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --rounds {config.get('rounds')} --variants "
+        f"torch,fused_moe --forced \"{','.join(STREAMED_FORMS)}\" --json W8_streamed` (at `{commit}`): "
+        f"microseconds per layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of "
+        f"{config.get('calls')} calls. *decode*: `fused_moe_decode`; *decode streamed*: the same with every weight "
+        "row through its ring of shared-memory buffers (`streamed=True`); *one kernel default*: "
+        "`fused_moe_megakernel` with its rules' configuration; *fused_moe*: the form `fused_moe` takes there. "
+        "Ratios: each form's time over the streamed build's (above 1, the streamed build is faster):", "",
+        md_table(["shape", "tokens", "torch", *STREAMED_FORMS, "fused_moe", "decode vs streamed",
+                  "one kernel vs streamed", "HBM fraction, decode", "HBM fraction, streamed"], table)])
 
 
 # W8_lead.json's forced variants: the one kernel with its down tiles dealt round all the CTAs at
