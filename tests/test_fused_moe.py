@@ -6,6 +6,7 @@ against a float32 reference of the same layer, over token counts, k and the rout
 that break layers (every slot on one expert, experts without tokens, a token naming an
 expert twice), and a captured graph replayed after the routing changed in place.
 """
+import functools
 import re
 import types
 
@@ -1197,7 +1198,8 @@ def test_decode_streamed_against_float32(shape, tokens, k, kind):
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("view", ["contiguous", "strided rows", "unaligned start"])
-def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
+@pytest.mark.parametrize("streamed", [False, True])
+def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view, streamed):
     experts, hidden, inter, tokens, k = 16, 256, 256, 2, 8
     w1, w2 = _weights(experts, hidden, inter, dtype=dtype)
     base = torch.randn(tokens * (hidden + 8) + 8, device="cuda").to(dtype)
@@ -1205,7 +1207,7 @@ def test_decode_in_each_dtype_and_through_any_view_of_x(dtype, view):
          "strided rows": base[:tokens * (hidden + 8)].view(tokens, hidden + 8)[:, :hidden],
          "unaligned start": base[1:1 + tokens * hidden].view(tokens, hidden)}[view]
     weights, ids = _routing(tokens, experts, k, "duplicates")
-    out = fused_moe_decode(x, w1, w2, weights, ids)
+    out = fused_moe_decode(x, w1, w2, weights, ids, streamed=streamed)
     assert out.dtype == dtype
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
@@ -1262,8 +1264,10 @@ def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens
 
 
 @pytest.mark.gpu
-def test_decode_kernel_replays_after_the_routing_changed():
-    _replays_after_the_routing_changed(fused_moe_decode, experts=16, hidden=256, inter=512, tokens=4, k=8)
+@pytest.mark.parametrize("streamed", [False, True])
+def test_decode_kernel_replays_after_the_routing_changed(streamed):
+    layer = functools.partial(fused_moe_decode, streamed=streamed)
+    _replays_after_the_routing_changed(layer, experts=16, hidden=256, inter=512, tokens=4, k=8)
 
 
 @pytest.mark.gpu
