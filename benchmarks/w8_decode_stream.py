@@ -176,7 +176,6 @@ def run(args, machine) -> Report:
     import torch
 
     import gcdsl.launch
-    from gcdsl.ops.grouped_mm import _current_stream
 
     report = Report("W8_decode_stream", "The decode kernel's weight stream alone: per-thread loads against bulk "
                     "copies", config={"reps": args.reps, "threads": THREADS})
@@ -184,7 +183,7 @@ def run(args, machine) -> Report:
     copies = max(4, POOL_BYTES // largest)
     pool = torch.empty(copies * largest // 2, dtype=torch.bfloat16, device="cuda").normal_()
     out = torch.empty(max(CTAS) * THREADS, dtype=torch.float32, device="cuda")
-    stream = _current_stream(torch.cuda.current_device())
+    stream = torch.cuda.current_stream().cuda_stream
     for v in variants():
         size = v["ctas"] * v["kib_per_cta"] * 1024
         kernel = build(v)
