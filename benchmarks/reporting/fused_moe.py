@@ -163,6 +163,19 @@ def _forced_times(source: Dict[str, Any], variants) -> List[Tuple[str, int, Dict
             for s, t in dict.fromkeys((r["shape"], r["tokens"]) for r in source["results"])]
 
 
+def _forced_cells(shape: str, tokens: int, us: Dict[str, float], forms) -> List[str]:
+    """A forced run's table row up to its ratios: the point, then torch's, each of `forms`'
+    and fused_moe's graph-replay µs ("-" where not measured)."""
+    return [shape, str(tokens)] + [f1(us[v]) if v in us else "-" for v in ("torch", *forms, "fused_moe")]
+
+
+def _forced_replays(source: Dict[str, Any]) -> str:
+    """What a forced run's times are, after its command."""
+    config = source["config"]
+    return (f" (at `{source['machine'].get('gcdsl_git', '?')}`): microseconds per layer replayed from CUDA graphs, "
+            f"median of {config.get('rounds')} rounds of {config.get('calls')} calls.")
+
+
 def _forced_bound(source: Dict[str, Any], shape: str, tokens: int) -> Optional[float]:
     """A forced run's weight-streaming bound (µs) at a point."""
     return next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (shape, tokens)
@@ -184,17 +197,15 @@ def region_w8_decode(results: Results) -> Optional[str]:
     table = []
     for s, t, us in _forced_times(source, ("fused_moe", "torch", *DECODE_FORMS)):
         bound = _forced_bound(source, s, t)
-        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *DECODE_FORMS, "fused_moe")]
+        cells = _forced_cells(s, t, us, DECODE_FORMS)
         one, decode, unstaged = us.get("one kernel default"), us.get("decode"), us.get("decode unstaged")
         cells.append(ratio(one / decode) if one and decode else "-")
         cells.append(ratio(unstaged / decode) if unstaged and decode else "-")
         cells.append(pct(bound / us["decode"]) if bound and decode else "-")
         table.append(cells)
-    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
     return "\n".join([
         f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --variants torch,fused_moe --forced "
-        f"\"{','.join(DECODE_FORMS)}\" --json W8_decode` (at `{commit}`): microseconds per "
-        f"layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls. "
+        f"\"{','.join(DECODE_FORMS)}\" --json W8_decode`{_forced_replays(source)} "
         "*decode*: `fused_moe_decode`; *decode early prefetch*: the same with each CTA's down rows asked of L2 "
         "before its gate-up GEMVs; *decode unstaged*: the same with no down rows staged in shared memory "
         "(`staged_experts=0`); *one kernel default*: `fused_moe_megakernel` with its rules' configuration; "
@@ -218,16 +229,14 @@ def region_w8_streamed(results: Results) -> Optional[str]:
     table = []
     for s, t, us in _forced_times(source, ("torch", "fused_moe", *STREAMED_FORMS)):
         bound, streamed = _forced_bound(source, s, t), us.get("decode streamed")
-        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *STREAMED_FORMS, "fused_moe")]
+        cells = _forced_cells(s, t, us, STREAMED_FORMS)
         cells += [ratio(us[v] / streamed) if streamed and v in us else "-" for v in ("decode", "one kernel default")]
         cells += [pct(bound / us[v]) if bound and v in us else "-" for v in ("decode", "decode streamed")]
         table.append(cells)
-    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --rounds {config.get('rounds')} --variants "
-        f"torch,fused_moe --forced \"{','.join(STREAMED_FORMS)}\" --json W8_streamed` (at `{commit}`): "
-        f"microseconds per layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of "
-        f"{config.get('calls')} calls. *decode*: `fused_moe_decode`; *decode streamed*: the same with every weight "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --rounds {source['config'].get('rounds')} "
+        f"--variants torch,fused_moe --forced \"{','.join(STREAMED_FORMS)}\" --json W8_streamed`"
+        f"{_forced_replays(source)} *decode*: `fused_moe_decode`; *decode streamed*: the same with every weight "
         "row through its ring of shared-memory buffers (`streamed=True`); *one kernel default*: "
         "`fused_moe_megakernel` with its rules' configuration; *fused_moe*: the form `fused_moe` takes there. "
         "Ratios: each form's time over the streamed build's (above 1, the streamed build is faster):", "",
@@ -250,14 +259,12 @@ def region_w8_lead(results: Results) -> Optional[str]:
     table = []
     for s, t, us in _forced_times(source, ("torch", "fused_moe", *LEAD_FORMS)):
         none = us.get(LEAD_FORMS[0])
-        cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *LEAD_FORMS, "fused_moe")]
+        cells = _forced_cells(s, t, us, LEAD_FORMS)
         cells += [ratio(none / us[v]) if none and v in us else "-" for v in (*LEAD_FORMS[1:], "fused_moe")]
         table.append(cells)
-    config, commit = source["config"], source["machine"].get("gcdsl_git", "?")
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,8,64 --rounds {config.get('rounds')} --variants "
-        f"torch,fused_moe --forced \"{','.join(LEAD_FORMS)}\" --json W8_lead` (at `{commit}`): microseconds per "
-        f"layer replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls. "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,8,64 --rounds {source['config'].get('rounds')} "
+        f"--variants torch,fused_moe --forced \"{','.join(LEAD_FORMS)}\" --json W8_lead`{_forced_replays(source)} "
         "*one kernel lead n*: `fused_moe_megakernel(..., down_lead=n)`, its other choices its rules'; "
         "*fused_moe*: the form `fused_moe` takes there (at one token on Qwen3's experts, the decode kernel). "
         "Ratios: lead 0's time over each form's (above 1, faster than dealing the down tiles round all the CTAs "
