@@ -207,10 +207,11 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # item on, the up rows' sums into the gate half, a down item's sums into its expert's
     # first rows, an expert's batches one short (its items miscounted), a buffer refilled
     # before the CTA is done with it
-    "decode_ring_gate_up_item_one_pair_on": ("column = first_column + item % (self.columns // plan.pairs) * plan.pairs",
-                                      "column = first_column + (item + 1) % (self.columns // plan.pairs) * plan.pairs"),
-    "decode_ring_down_item_one_chunk_on": ("(first_row + down % chunks * plan.chunk_rows) * self.inter",
-                                    "(first_row + (down + 1) % chunks * plan.chunk_rows) * self.inter"),
+    "decode_ring_gate_up_item_one_pair_on": (
+        "column = sources.first_column + item % (self.columns // plan.pairs) * plan.pairs",
+        "column = sources.first_column + (item + 1) % (self.columns // plan.pairs) * plan.pairs"),
+    "decode_ring_down_item_one_chunk_on": ("(sources.first_row + down % chunks * plan.chunk_rows) * self.inter",
+                                           "(sources.first_row + (down + 1) % chunks * plan.chunk_rows) * self.inter"),
     "decode_ring_up_sums_into_the_gate_half": ("table[(step * plan.pairs + row % plan.pairs, row // plan.pairs, segment, r)]",
                                         "table[(step * plan.pairs + row % plan.pairs, 0, segment, r)]"),
     "decode_ring_down_sums_into_the_first_chunks_rows": ("y_row = down % chunks * plan.chunk_rows + row", "y_row = row"),

@@ -56,7 +56,7 @@ from cutlass.memory import SmemAllocator, get_smem_capacity_in_bytes
 import gcdsl
 
 from ..lower._dsl import prefetch_to_l2_evict_last, trap_unless
-from .decode_ring import RingStream, ring_plan
+from .decode_ring import RingSources, RingStream, ring_plan
 from .hopper_grouped_gemm.producer import WAIT_LIMIT_NS
 
 MAX_SLOTS = 32  # T k: a warp's lanes hold the slots when the CTA finds the experts
@@ -299,7 +299,7 @@ class MoeDecode(RingStream):
             up_items = cutlass.select_(has_gate_up, self.gate_up_items(up_count), 0)
             down_items = cutlass.select_(has_down_rows, experts_with_slots * (self.rows // self.plan.chunk_rows), 0)
             total_items = up_items + down_items
-            sources = (w1, w2, up_expert, chunk * self.columns, active_expert, first_row)
+            sources = RingSources(w1, w2, up_expert, chunk * self.columns, active_expert, first_row)
             if tidx == 0:
                 self.ring_start(ring, full, sources, up_items, total_items)
             cute.arch.sync_threads()  # (the mbarriers initialised)

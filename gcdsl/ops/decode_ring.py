@@ -34,7 +34,7 @@ ways of streaming alone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, NamedTuple, Optional
 
 import cutlass
 import cutlass.cute as cute
@@ -80,6 +80,16 @@ def ring_plan(hidden: int, inter: int, columns: int, rows: int, element_bytes: i
     return best
 
 
+class RingSources(NamedTuple):
+    """Where a CTA's items come from (the kernel's values, as `ring_issue` reads them)."""
+    w1: Any  # every expert's w1, (2I, (vector, H / vector)) an expert
+    w2: Any  # every expert's w2, (H, (vector, I / vector)) an expert
+    up_expert: Any  # the expert of the CTA's gate-up items
+    first_column: Any  # the first column of I of the CTA's chunk
+    active_expert: Any  # the experts with a slot, in id order (shared memory)
+    first_row: Any  # the CTA's first row of H
+
+
 class RingStream:
     """`MoeDecode`'s streamed steps (a mixin: they read the kernel's sizes, its `warps`,
     `threads` and `batch_rows`, and its plan, `self.plan`)."""
@@ -95,7 +105,7 @@ class RingStream:
         return self.plan.buffer_bytes * 8 // self.ab_dtype.width
 
     @cute.jit
-    def ring_start(self, ring: cute.Tensor, full: cute.Pointer, sources, up_items: cutlass.Int32,
+    def ring_start(self, ring: cute.Tensor, full: cute.Pointer, sources: RingSources, up_items: cutlass.Int32,
                    total_items: cutlass.Int32):
         """(Thread 0.) The buffers' mbarriers, then the first `stages` items on their way."""
         for buffer in cutlass.range_constexpr(self.plan.stages):
@@ -105,12 +115,9 @@ class RingStream:
             self.ring_issue(item, ring, full, sources, up_items)
 
     @cute.jit
-    def ring_issue(self, item: cutlass.Int32, ring: cute.Tensor, full: cute.Pointer, sources,
+    def ring_issue(self, item: cutlass.Int32, ring: cute.Tensor, full: cute.Pointer, sources: RingSources,
                    up_items: cutlass.Int32):
-        """(Thread 0.) Item `item` into its buffer, counted on the buffer's mbarrier.
-        `sources`: (w1, w2, the expert of the gate-up items, the chunk's first column,
-        the active experts, the CTA's first row of H)."""
-        w1, w2, up_expert, first_column, active_expert, first_row = sources
+        """(Thread 0.) Item `item` into its buffer, counted on the buffer's mbarrier."""
         plan, width = self.plan, self.ab_dtype.width // 8
         buffer = item % plan.stages
         target = ring.iterator + buffer * self.buffer_elements()
@@ -119,8 +126,8 @@ class RingStream:
             elements = plan.pairs * self.hidden
             atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
                                        num_bits_per_copy=elements * width * 8)
-            rows = self.expert_rows(w1, up_expert, 2 * self.inter * self.hidden)
-            column = first_column + item % (self.columns // plan.pairs) * plan.pairs
+            rows = self.expert_rows(sources.w1, sources.up_expert, 2 * self.inter * self.hidden)
+            column = sources.first_column + item % (self.columns // plan.pairs) * plan.pairs
             cute.arch.mbarrier_arrive_and_expect_tx(barrier, 2 * elements * width)
             for half in cutlass.range_constexpr(2):  # the gate rows, then the up rows
                 source = rows.iterator + (half * self.inter + column) * self.hidden
@@ -132,8 +139,8 @@ class RingStream:
                                        num_bits_per_copy=elements * width * 8)
             down = item - up_items
             chunks = self.rows // plan.chunk_rows
-            rows = self.expert_rows(w2, active_expert[down // chunks], self.hidden * self.inter)
-            source = rows.iterator + (first_row + down % chunks * plan.chunk_rows) * self.inter
+            rows = self.expert_rows(sources.w2, sources.active_expert[down // chunks], self.hidden * self.inter)
+            source = rows.iterator + (sources.first_row + down % chunks * plan.chunk_rows) * self.inter
             cute.arch.mbarrier_arrive_and_expect_tx(barrier, elements * width)
             cute.copy(atom, cute.make_tensor(source, cute.make_layout(elements)),
                       cute.make_tensor(target, cute.make_layout(elements)), mbar_ptr=barrier)
@@ -146,8 +153,8 @@ class RingStream:
 
     @cute.jit
     def gate_up_streamed(self, x: cute.Tensor, token: cute.Tensor, act: cute.Tensor, ring: cute.Tensor,
-                         full: cute.Pointer, table: cute.Tensor, sources, first: cutlass.Int32, count: cutlass.Int32,
-                         up_items: cutlass.Int32, total_items: cutlass.Int32, warp: cutlass.Int32,
+                         full: cute.Pointer, table: cute.Tensor, sources: RingSources, first: cutlass.Int32,
+                         count: cutlass.Int32, up_items: cutlass.Int32, total_items: cutlass.Int32, warp: cutlass.Int32,
                          lane: cutlass.Int32, tidx: cutlass.Int32):
         """act[first .. first + count, the chunk's columns] from the gate-up items."""
         self.by_batch(count, lambda batch: self.gate_up_items_of_batch(
@@ -155,14 +162,13 @@ class RingStream:
 
     @cute.jit
     def gate_up_items_of_batch(self, x: cute.Tensor, token: cute.Tensor, act: cute.Tensor, ring: cute.Tensor,
-                               full: cute.Pointer, table: cute.Tensor, sources, first: cutlass.Int32,
+                               full: cute.Pointer, table: cute.Tensor, sources: RingSources, first: cutlass.Int32,
                                count: cutlass.Int32, up_items: cutlass.Int32, total_items: cutlass.Int32,
                                warp: cutlass.Int32, lane: cutlass.Int32, tidx: cutlass.Int32, batch: int):
         plan = self.plan
         items = self.columns // plan.pairs  # a batch's
         segment, row = warp % plan.segments, warp // plan.segments  # (row: of the item's 2 pairs)
         vectors = self.hidden // self.vector // plan.segments  # of a segment
-        first_column = sources[3]
         for done in cutlass.range(0, count, batch, unroll=1):
             # the batch's token rows; past the last slot, the last again (computed, not stored)
             rows = [token[first + cutlass.min(done + r, count - 1)] for r in range(batch)]
@@ -193,14 +199,15 @@ class RingStream:
                 if done + r < count:
                     # silu(gate) * up = gate * up / (1 + e^-gate), as the tensor-core epilogue computes it
                     value = g * u * cute.arch.rcp_approx(1.0 + cute.math.exp(-g, fastmath=True))
-                    column = first_column + c
+                    column = sources.first_column + c
                     act[(first + done + r, (column % self.vector, column // self.vector))] = self.ab_dtype(value)
             cute.arch.sync_threads()  # the table read: the next batch's sums may go in
 
     @cute.jit
-    def down_streamed(self, act: cute.Tensor, ring: cute.Tensor, full: cute.Pointer, y: cute.Tensor, sources,
-                      active_first: cute.Tensor, active_count: cute.Tensor, up_items: cutlass.Int32,
-                      total_items: cutlass.Int32, warp: cutlass.Int32, lane: cutlass.Int32, tidx: cutlass.Int32):
+    def down_streamed(self, act: cute.Tensor, ring: cute.Tensor, full: cute.Pointer, y: cute.Tensor,
+                      sources: RingSources, active_first: cute.Tensor, active_count: cute.Tensor,
+                      up_items: cutlass.Int32, total_items: cutlass.Int32, warp: cutlass.Int32,
+                      lane: cutlass.Int32, tidx: cutlass.Int32):
         """y[slot, row] for every slot and each of the CTA's rows, from the down items, up
         to `stages` of them at once, their rows shared by the warps."""
         plan = self.plan
