@@ -45,11 +45,11 @@ def kernel_files(root: str = ROOT) -> Dict[str, str]:
 def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
     """Files of the kernel under `root` that hold `old`, with how often."""
     return {path: text.count(old) for path, text in kernel_files(root).items() if old in text}
-# The schedule's tests on a simulated warp (tests/test_schedule.py) come first: they need
-# no GPU and fail within seconds where they can.
+# The schedule's and the producer's tests on a simulated warp (tests/test_schedule.py,
+# tests/test_producer.py) come first: they need no GPU and fail within seconds where they can.
 ON_A_SIMULATED_WARP = "on_a_simulated_warp"
-TESTS = ["tests/test_schedule.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p",
-         "no:cacheprovider", "-k",
+TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py",
+         "-x", "-q", "-p", "no:cacheprovider", "-k",
          f"{ON_A_SIMULATED_WARP} or edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
 # name: (text in the kernel, its replacement)
@@ -79,7 +79,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                     "cutlass.min(end % align, end - previous)"),
     "unaligned_empty_group_checked": ("cutlass.min(previous % align, end - previous)", "(previous % align)"),
     # the grouped reduction (ragged K) and the batch
-    "ragged_k_from_one_column_late": ("k_first = length - k_tiles * tile_k", "k_first = length - k_tiles * tile_k + 1"),
+    "ragged_k_from_one_column_late": ("return k_tiles, length - k_tiles * tile_k",
+                                      "return k_tiles, length - k_tiles * tile_k + 1"),
     "ragged_k_group_start_one_early": ("view[(None, None, start)]", "view[(None, None, start - 1)]"),
     # ... with T contiguous: the plain view's column, the zeroed columns, the check of the ends
     "ragged_k_plain_view_one_k_tile_late": ("(0, start + k_first), view)", "(0, start + k_first + 8), view)"),
@@ -139,8 +140,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "experts_k_splits_overlap": ("(split + 1) * self.k_tiles // self.split_k - first\n",
                          "(split + 1) * self.k_tiles // self.split_k - first + 1\n"),
     # a staggered tile's k-tiles wrap round at K (a past-K k-tile reads TMA's zeros, and one is never read)
-    "experts_stagger_without_wrap": ("                    if kk >= k_tiles:\n"
-                                     "                        kk -= k_tiles\n", ""),
+    "experts_stagger_without_wrap": ("        if kk >= k_tiles:\n            kk -= k_tiles\n", ""),
     # the grouped reduction in pairs: a CTA's own M-tile, its own half of B, M-steps of two M-tiles
     "ragged_k_pair_rank_ignored_in_pingpong": ("m_tile = m_step * self.cluster_m + rank  # (pairs",
                                                "m_tile = m_step * self.cluster_m + 0  # (pairs"),
@@ -226,9 +226,11 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
-# tests/test_fused_moe.py for the expert layer's kernel, in the cases' file otherwise)
-CASES_TESTS = ["tests/test_schedule.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
-FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
+# tests/test_fused_moe.py for the expert layer's kernel, in the cases' file otherwise; the
+# producer's tests beside either)
+CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p",
+               "no:cacheprovider", "-k"]
+FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
     "unaligned_group_end_checked": "t_contiguous",
@@ -239,14 +241,15 @@ FOCUS: Dict[str, str] = {
     # (the layer tests' small shapes take no lead by default: the options' `down_lead 3` does)
     "experts_down_lead_stepped_round_all": "down_deal or down_lead",
     "experts_down_lead_heavy_ctas_start_in_it": "down_deal or down_lead",
-    "experts_rows_token_of_the_next_slot": "one_kernel and (float32 or break)",
+    "experts_rows_token_of_the_next_slot": "gathers_each_tile_row or one_kernel and (float32 or break)",
     "experts_rows_one_too_few": "one_kernel and (float32 or break)",
-    "experts_rows_into_the_chunks_first_row": "one_kernel and (float32 or break)",
-    "experts_rows_index_from_lane_0": "one_kernel and (float32 or break)",
-    "experts_combine_one_row_early": "one_kernel and (float32 or break)",
+    "experts_rows_into_the_chunks_first_row": "gathers_each_tile_row or one_kernel and (float32 or break)",
+    "experts_rows_index_from_lane_0": "gathers_each_tile_row or one_kernel and (float32 or break)",
+    "experts_combine_one_row_early": "one_kernel_combine_on_simulated or one_kernel and (float32 or break)",
     # (weigh_and_sum, the combine kernel's, also runs on simulated threads without a GPU)
-    "experts_combine_first_slot_for_all": "combine_kernel_on_simulated_threads or one_kernel and (float32 or break)",
-    "experts_combine_one_count_a_token": "one_kernel and (float32 or break)",
+    "experts_combine_first_slot_for_all": "combine_kernel_on_simulated_threads or one_kernel_combine_on_simulated "
+                                          "or one_kernel and (float32 or break)",
+    "experts_combine_one_count_a_token": "one_kernel_combine_on_simulated or one_kernel and (float32 or break)",
     "experts_k_splits_overlap": "k_splits",
     "experts_stagger_without_wrap": "stagger",
     **{name: "combine_kernel_on_simulated_threads or combine_kernel_against"

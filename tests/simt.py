@@ -24,14 +24,17 @@ names it reads (`dsl_shims`) set as its module's globals:
   and build tensors on it (`cute.make_ptr`, `cute.make_tensor`).
 - `SharedField`: a field of a CTA's shared memory (`Threads.storage` holds the CTA's,
   what the shared-memory allocator hands out).
-- mbarriers (`mbarrier_init`, `mbarrier_arrive_and_expect_tx`, `mbarrier_wait`): a phase
-  completes once its arrivals are in and the bytes they expect have come by bulk copies
-  (`cute.copy` with `mbar_ptr`, done at once); a wait for a parity lasts while the
-  current phase has it, as on the GPU.
+- mbarriers (`mbarrier_init`, `mbarrier_arrive_and_expect_tx`, `mbarrier_expect_tx`,
+  `mbarrier_wait`): a phase completes once its arrivals are in and the bytes they
+  expect have come by bulk copies (`cute.copy` with `mbar_ptr`, done at once); a wait
+  for a parity lasts while the current phase has it, as on the GPU.
+- `elect_one()`: its block runs in every lane, as Python cannot skip it; the mbarrier
+  calls in it act once, in lane 0 (the bulk-group waits, no-ops here, in every lane).
 - A failed `trap_unless` raises `Trap` with its message: the kernel ends there.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -49,8 +52,10 @@ class Threads:
     """One CTA of `count` threads (a multiple of 32, or fewer than 32 for one part-warp),
     run once."""
 
-    def __init__(self, count: int = 32, block: Tuple[int, int, int] = (0, 0, 0)) -> None:
-        self.count, self.block = count, block
+    def __init__(self, count: int = 32, block: Tuple[int, int, int] = (0, 0, 0), first: int = 0) -> None:
+        """`first`: the first thread's index in the CTA (a multiple of 32), where the
+        threads run are some of its warps: `thread_idx` and `warp_idx` count from it."""
+        self.count, self.block, self.first = count, block, first
         self._cta = threading.Barrier(count, timeout=STEP_TIMEOUT_S)
         warps = -(-count // WARP)
         self._warps = [threading.Barrier(min(WARP, count - WARP * w), timeout=STEP_TIMEOUT_S) for w in range(warps)]
@@ -474,8 +479,8 @@ def dsl_shims(memory: Memory) -> dict:
         range=lambda *bounds, unroll=None: range(*bounds), const_expr=lambda value: value,
         select_=lambda pick, a, b: a if pick else b, Int8="Int8")  # (Int8: a pointer's type, unread)
     arch = types.SimpleNamespace(
-        lane_idx=lambda: current().lane(), thread_idx=lambda: (current().index(), 0, 0),
-        block_idx=lambda: current().block, warp_idx=lambda: current().index() // WARP,
+        lane_idx=lambda: current().lane(), thread_idx=lambda: (current().first + current().index(), 0, 0),
+        block_idx=lambda: current().block, warp_idx=lambda: (current().first + current().index()) // WARP,
         make_warp_uniform=lambda value: value, sync_threads=lambda: current().sync(),
         shuffle_sync_up=lambda value, delta: current().shuffle_up(value, delta),
         shuffle_sync=lambda value, source: current().shuffle(value, source),
@@ -486,8 +491,11 @@ def dsl_shims(memory: Memory) -> dict:
         atomic_add=lambda pointer, value, **order: _atomic_add(pointer, value),
         load=_spin_load, globaltimer=time.monotonic_ns, rcp_approx=lambda value: 1.0 / value,
         griddepcontrol_launch_dependents=lambda: None, griddepcontrol_wait=lambda: None,
-        fence_acq_rel_gpu=lambda: None, mbarrier_init=_mbarrier_init, mbarrier_init_fence=lambda: None,
-        mbarrier_arrive_and_expect_tx=_mbarrier_arrive_and_expect_tx, mbarrier_wait=_mbarrier_wait)
+        fence_acq_rel_gpu=lambda: None, fence_proxy=lambda kind: None, sync_warp=lambda: current().exchange(None),
+        elect_one=_elect_one, cp_async_bulk_wait_group=lambda count, read=False: None,
+        mbarrier_init=_mbarrier_init, mbarrier_init_fence=lambda: None,
+        mbarrier_arrive_and_expect_tx=_mbarrier_arrive_and_expect_tx, mbarrier_expect_tx=_mbarrier_expect_tx,
+        mbarrier_wait=_mbarrier_wait)
 
     def make_tensor(pointer: Any, layout: Tuple[Any, Any]) -> Tensor:
         return Tensor(pointer.memory.pointer_at(pointer.address) if isinstance(pointer, Address) else pointer, layout)
@@ -507,7 +515,9 @@ def dsl_shims(memory: Memory) -> dict:
         math=types.SimpleNamespace(exp=lambda value, fastmath=False: math.exp(value)))
     smem = types.SimpleNamespace(allocate=lambda struct: current().storage)
     return {"cutlass": cutlass, "cute": cute, "trap_unless": trap_unless, "SmemAllocator": lambda: smem,
-            "prefetch_to_l2_evict_last": lambda line: None}
+            "prefetch_to_l2_evict_last": lambda line: None,
+            # (the named barrier of a CTA's store warps: the simulated threads are those warps)
+            "STORE_WARPS_BARRIER": types.SimpleNamespace(arrive_and_wait=lambda: current().sync())}
 
 
 _ATOMICS = threading.Lock()  # (one for every CTA's atomics: global memory's are seen by all)
@@ -542,8 +552,28 @@ def _mbarrier_init(pointer: Pointer, count: int) -> None:
     _MBARRIERS[(id(pointer.array), pointer.offset)] = _Mbarrier(count)
 
 
+@contextlib.contextmanager
+def _elect_one():
+    _CURRENT.elected = Threads.current().lane() == 0
+    try:
+        yield
+    finally:
+        _CURRENT.elected = True
+
+
+def _acts() -> bool:
+    """Whether this thread's mbarrier call acts: outside `elect_one`, or its elected lane."""
+    return getattr(_CURRENT, "elected", True)
+
+
 def _mbarrier_arrive_and_expect_tx(pointer: Pointer, bytes_: int) -> None:
-    _mbarrier(pointer).transfer(bytes_, arrivals=1)
+    if _acts():
+        _mbarrier(pointer).transfer(bytes_, arrivals=1)
+
+
+def _mbarrier_expect_tx(pointer: Pointer, bytes_: int) -> None:
+    if _acts():
+        _mbarrier(pointer).transfer(bytes_)
 
 
 def _mbarrier_wait(pointer: Pointer, parity: int) -> None:

@@ -823,6 +823,81 @@ def test_decode_combine_on_simulated_threads_weighs_each_tokens_slots_in_order(k
         assert (out[:, columns] == expected).all(), np.argwhere(out[:, columns] != expected)[:4]
 
 
+def _one_kernel_routing(rng, tokens: int, k: int, experts: int, heavy: int):
+    """Ids with expert 0 in `heavy` of the slots (so that its rows span M-tiles) and the
+    others' at random; the sorted row of each slot and the token of each sorted row
+    (stable, as the route kernel sorts them); each expert's first row and slot count."""
+    ids = [0] * heavy + [rng.randrange(experts) for _ in range(tokens * k - heavy)]
+    rng.shuffle(ids)
+    order = sorted(range(len(ids)), key=lambda slot: ids[slot])
+    row_of = [0] * len(ids)
+    for row, slot in enumerate(order):
+        row_of[slot] = row
+    counts = [ids.count(e) for e in range(experts)]
+    starts = [sum(counts[:e]) for e in range(experts)]
+    return row_of, [slot // k for slot in order], starts, counts
+
+
+@pytest.mark.parametrize("k, split_k, hidden", [(1, 1, 256), (2, 1, 192), (8, 1, 256), (2, 2, 256)])
+def test_one_kernel_combine_on_simulated_store_warps_finishes_each_token_once_all_its_rows_are_in(
+        k, split_k, hidden, monkeypatch):
+    """`Epilogue.finish_tokens`, the one kernel's combine, run by its three store warps
+    simulated on the CPU (`tests/simt.py`) after each down tile's rows of y land, the
+    tiles (and their K splits) in a random order as the CTAs would finish them: each
+    token's columns of each column tile summed once, over its k slots in slot order, and
+    only once every slot's row (every split's part of it) is in y; y's rows poisoned
+    (NaN) until their tile stores them, out poisoned until the combine writes it;
+    H = 192 leaves the second 128-column tile half outside out."""
+    import random
+
+    import numpy as np
+
+    cutlass = pytest.importorskip("cutlass")
+    from gcdsl.ops import combine_kernel
+    from gcdsl.ops.hopper_grouped_gemm import epilogue
+    from gcdsl.ops.hopper_grouped_gemm.config import FIRST_STORE_WARP, STORE_WARPS, TILE_M
+    from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
+    from tests.simt import Shared, Threads, install, plain, vector_rows
+
+    rng = random.Random(k * 10 + split_k)
+    experts, tokens = 5, 150 // k
+    down = MoeExperts(cutlass.BFloat16, experts, hidden, 128, k, tile_n=128, split_k=split_k).down
+    vector = 128 // down.c_dtype.width
+    row_of, token, starts, counts = _one_kernel_routing(rng, tokens, k, experts, heavy=140)
+    weights = [rng.randint(-4, 4) / 2 for _ in row_of]
+    y_final = np.array([[rng.randint(-9, 9) for _ in range(hidden)] for _ in token], dtype=np.float64)
+    parts = [y_final] if split_k == 1 else [y_final - (half := np.floor(y_final / 2)), half]
+    y = np.full_like(y_final, np.nan if split_k == 1 else 0.0)  # (split: a zeroed fp32 y the splits add into)
+    out = np.full((tokens, hidden), np.nan)
+    expected = np.zeros((tokens, hidden))
+    for slot, row in enumerate(row_of):
+        expected[slot // k] += weights[slot] * y_final[row]
+    tiles = [(starts[e] + m * TILE_M, min(counts[e] - m * TILE_M, TILE_M), n, split)
+             for e in range(experts) for m in range(-(-counts[e] // TILE_M))
+             for n in range(down.n_tiles) for split in range(split_k)]
+    rng.shuffle(tiles)
+    assert any(rows == TILE_M for _, rows, _, _ in tiles)  # (expert 0's rows span two M-tiles)
+    install(monkeypatch, epilogue)
+    install(monkeypatch, combine_kernel)
+    summed = []
+    weigh_and_sum = plain(combine_kernel.weigh_and_sum)
+    monkeypatch.setattr(epilogue, "weigh_and_sum", lambda *args: (summed.append(args[4:6]), weigh_and_sum(*args)))
+    combine = (Shared.of(token), Shared.of(row_of), Shared.of(weights), vector_rows(y, vector),
+               vector_rows(out, vector), Shared(tokens * down.n_tiles, fill=0), Shared(TILE_M + 1, fill=0), k)
+    finish_tokens = plain(epilogue.Epilogue.finish_tokens)
+    for first_row, rows, n_tile, split in tiles:
+        columns = slice(n_tile * 128, (n_tile + 1) * 128)
+        y[first_row:first_row + rows, columns] = np.nan_to_num(y[first_row:first_row + rows, columns]) \
+            + parts[split][first_row:first_row + rows, columns]  # (the tile's TMA stores)
+        threads = Threads(32 * STORE_WARPS, first=32 * FIRST_STORE_WARP)
+        threads.run(lambda: finish_tokens(down, combine, first_row, rows, n_tile,
+                                          FIRST_STORE_WARP + threads.index() // 32))
+    assert (out == expected).all(), np.argwhere(out != expected)[:4]
+    assert sorted(summed) == sorted((t, c) for t in range(tokens) for c in range(hidden // vector)), \
+        "a token's columns summed more than once, or never"
+    assert list(combine[5]) == [k * split_k] * (tokens * down.n_tiles) and combine[6][TILE_M] == 0
+
+
 ROUTED = [[0, 3, 3, 5], [3, 6, 0, 7]]  # expert 3 in three slots (one token naming it twice), 0 in two
 FIVE_ON_ONE = [[3, 3, 3, 5], [3, 3, 0, 7]]  # expert 3 in five slots: two batches of x rows
 

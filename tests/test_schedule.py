@@ -164,3 +164,18 @@ def test_grouped_reduction_schedule_on_a_simulated_warp_places_every_tile_once(m
         covered += [(group, m_step * cluster_m + rank, n_tile) for rank in range(cluster_m)]
     assert sorted(covered) == [(g, m, n) for g in range(groups) for m in range(gemm.m_tiles)
                                for n in range(gemm.n_tiles)]
+
+
+@pytest.mark.parametrize("groups, m, n", [(3, 300, 128), (1, 128, 1024), (4, 640, 352)])
+def test_batch_schedule_places_every_tile_once_n_tile_fastest_then_group_then_m_tile(groups, m, n, monkeypatch):
+    """The batch (3D x 3D, no `offs`, M a runtime extent): `locate` of tile t, as a
+    CTA's threads run it, for every tile of the launch: each (group, M-tile, N-tile)
+    once, the N-tile fastest, then the group, then the M-tile, every group's whole M
+    and K."""
+    gemm = _gemm(groups, n, ragged="batch")
+    install(monkeypatch, schedule)
+    m_tiles = -(-m // gemm.tile_m)
+    placed = [plain(schedule.Schedule.locate)(gemm, None, None, tile, 0, m)
+              for tile in range(groups * m_tiles * gemm.n_tiles)]
+    assert placed == [(group, m_tile, n_tile, m, 0, gemm.k) for m_tile in range(m_tiles)
+                      for group in range(groups) for n_tile in range(gemm.n_tiles)]

@@ -77,8 +77,7 @@ class Producer:
                 # group's end, so only the first one starts before the group (at
                 # k_first <= 0), and TMA fills its negative columns with zeros.
                 # A K-major operand (T contiguous) has the plain view: column start + k_first.
-                k_tiles = (length + tile_k - 1) // tile_k
-                k_first = length - k_tiles * tile_k
+                k_tiles, k_first = self.group_k_tiles(length)
                 gA = cute.local_tile(self.group_columns(mA, start, k_first), (tile_m, tile_k), (m_tile, None))
                 gB = cute.local_tile(self.group_columns(mB, start, k_first), (tile_n, tile_k), (n_tile, None))
                 _, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile
@@ -105,9 +104,8 @@ class Producer:
                     tma_a_short, 0, cute.make_layout(1),
                     cute.group_modes(cute.flat_divide(sA, (A_SHORT_BOX_ROWS, tile_k)), 0, 2),
                     cute.group_modes(gA_short, 0, 2))
-                rows_in_tile = rows - m_tile * tile_m  # (none: a pair's second CTA, loading the first tile)
-                if rows_in_tile > 0 and rows_in_tile < tile_m:
-                    short_boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
+                # (no rows: a pair's second CTA, loading the first tile)
+                short_boxes = self.short_boxes(rows - m_tile * tile_m)
             if cutlass.const_expr(wait_on is not None):
                 self.wait_for_group(wait_on[0], wait_on[1], group, rows)
                 if cutlass.const_expr(stamp is not None):
@@ -120,9 +118,7 @@ class Producer:
                 full = mainloop.producer_get_barrier(state)
                 kk = k
                 if cutlass.const_expr(stagger_k):
-                    kk = k + rotation
-                    if kk >= k_tiles:
-                        kk -= k_tiles
+                    kk = self.staggered(k, rotation, k_tiles)
                 kk = self.k_tile(k_first_tile, kk)
                 # A: gathered row by row, in one box, or (short boxes) in the boxes its rows need
                 if cutlass.const_expr(tma_a_rows is not None):
@@ -142,6 +138,32 @@ class Producer:
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    def group_k_tiles(self, length) -> Tuple:
+        """Ragged K: (k-tiles, the first one's column from the group's start) of a group of
+        `length` columns: the k-tiles end at the group's end, so only the first starts
+        before it (at a column in (-tile_k, 0]), where TMA reads zeros."""
+        tile_k = self.tile_mnk[2]
+        k_tiles = (length + tile_k - 1) // tile_k
+        return k_tiles, length - k_tiles * tile_k
+
+    @cute.jit
+    def short_boxes(self, rows_in_tile: cutlass.Int32) -> cutlass.Int32:
+        """The boxes of A_SHORT_BOX_ROWS rows that cover a partial M-tile's `rows_in_tile`
+        rows; 0 for a whole tile, or none (the whole tile in one box)."""
+        boxes = cutlass.Int32(0)
+        if rows_in_tile > 0 and rows_in_tile < self.tile_m:
+            boxes = (rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS
+        return boxes
+
+    @cute.jit
+    def staggered(self, k: cutlass.Int32, rotation: cutlass.Int32, k_tiles: cutlass.Int32) -> cutlass.Int32:
+        """With `stagger_k`: the k-tile a tile loads k-th, from its `rotation`-th on,
+        wrapping round at `k_tiles`."""
+        kk = k + rotation
+        if kk >= k_tiles:
+            kk -= k_tiles
+        return kk
 
     @cute.jit
     def load_a_in_short_boxes(self, tma_a: cute.CopyAtom, tAgA: cute.Tensor, tAsA: cute.Tensor,
