@@ -50,7 +50,7 @@ def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
 ON_A_SIMULATED_WARP = "on_a_simulated_warp"
 TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py",
          "-x", "-q", "-p", "no:cacheprovider", "-k",
-         f"{ON_A_SIMULATED_WARP} or edges or clamped or graph or (ragged and 64 and 392) or cases"]
+         f"{ON_A_SIMULATED_WARP} or m_tile_rows or edges or clamped or graph or (ragged and 64 and 392) or cases"]
 
 # name: (text in the kernel, its replacement)
 MUTATIONS: Dict[str, Tuple[str, str]] = {
@@ -67,7 +67,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "store_third_coordinate_minus_one": ("mC[(None, None, start + rows)]", "mC[(None, None, start + rows - 1)]"),
     "store_rows_unclipped": ("(total - rows, 0)", "(total - rows - 1, 0)"),
     # the A rows
-    "a_from_group_start_plus_one": ("                first_row = start\n", "                first_row = start + 1\n"),
+    "a_from_group_start_plus_one": ("        first_row = start\n", "        first_row = start + 1\n"),
     # ... of a partial M-tile, in short boxes: one box too few, every box into the first rows
     "a_short_boxes_one_too_few": ("(rows_in_tile + A_SHORT_BOX_ROWS - 1) // A_SHORT_BOX_ROWS",
                                   "rows_in_tile // A_SHORT_BOX_ROWS"),
@@ -123,8 +123,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # row's index from lane 0
     "experts_rows_token_of_the_next_slot": ("row_index[first_row + lane + 32 * j]",
                                             "row_index[first_row + lane + 32 * j + 1]"),
-    "experts_rows_one_too_few": ("rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)\n",
-                                 "rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m) - 1\n"),
+    "experts_rows_one_too_few": ("return cutlass.min(rows - m_tile * self.tile_m, self.tile_m)\n",
+                                 "return cutlass.min(rows - m_tile * self.tile_m, self.tile_m) - 1\n"),
     "experts_rows_into_the_chunks_first_row": ("sA_rows[(None, None, 32 * j + lane, 0, stage)]",
                                                "sA_rows[(None, None, 32 * j, 0, stage)]"),
     "experts_rows_index_from_lane_0": ("kk * self.tile_mnk[2], lane_rows[j])",
@@ -242,7 +242,7 @@ FOCUS: Dict[str, str] = {
     "experts_down_lead_stepped_round_all": "down_deal or down_lead",
     "experts_down_lead_heavy_ctas_start_in_it": "down_deal or down_lead",
     "experts_rows_token_of_the_next_slot": "gathers_each_tile_row or one_kernel and (float32 or break)",
-    "experts_rows_one_too_few": "one_kernel and (float32 or break)",
+    "experts_rows_one_too_few": "m_tile_rows or one_kernel and (float32 or break)",
     "experts_rows_into_the_chunks_first_row": "gathers_each_tile_row or one_kernel and (float32 or break)",
     "experts_rows_index_from_lane_0": "gathers_each_tile_row or one_kernel and (float32 or break)",
     "experts_combine_one_row_early": "one_kernel_combine_on_simulated or one_kernel and (float32 or break)",

@@ -1,8 +1,8 @@
 """The grouped GEMM's producer warp (`hopper_grouped_gemm/producer.py`) run on the CPU.
 
 Its loads of A and its waits run as plain Python on a simulated warp (`tests/simt.py`),
-TMA loads recorded rather than made: the gathered rows of the expert layer's gate-up
-tiles, a partial M-tile's short boxes and how many it takes, a down tile's wait for its
+TMA loads recorded rather than made: the rows of a group's M-tiles, the gathered rows
+of the expert layer's gate-up tiles, a partial M-tile's short boxes and how many it takes, a down tile's wait for its
 expert's gate-up tiles, a staggered tile's k order; and the k-tiles of a work item (its
 K splits, a group of the grouped reduction), arithmetic on ints.
 """
@@ -179,3 +179,23 @@ def test_a_staggered_tile_reads_each_k_tile_once_whatever_its_rotation(k_tiles, 
     for rotation in range(k_tiles):
         order = [staggered(gemm, k, rotation, k_tiles) for k in range(k_tiles)]
         assert order == [(rotation + k) % k_tiles for k in range(k_tiles)], (rotation, order)
+
+
+def test_the_m_tile_rows_of_a_group_cover_each_of_its_rows_once(monkeypatch):
+    """`tile_first_row` and `tile_rows`, ragged M: a group's M-tiles, each at most
+    tile_m rows from its first, read each row of the group once, in order; an M-tile
+    past the group's (a pair's second CTA without rows) has none and loads from the
+    group's first row, inside A."""
+    gemm = MoeExperts(cutlass.BFloat16, 4, 256, 128, 2).up
+    install(monkeypatch, producer)
+    tile_first_row = plain(producer.Producer.tile_first_row)
+    start = 1000
+    for rows in (0, 1, 127, 128, 129, 300, 512):
+        tiles = -(-rows // gemm.tile_m)
+        read = []
+        for m_tile in range(tiles):
+            first, count = tile_first_row(gemm, start, rows, m_tile), gemm.tile_rows(rows, m_tile)
+            assert 0 < count <= gemm.tile_m
+            read += range(first, first + count)
+        assert read == list(range(start, start + rows)), rows
+        assert tile_first_row(gemm, start, rows, tiles) == start and gemm.tile_rows(rows, tiles) <= 0

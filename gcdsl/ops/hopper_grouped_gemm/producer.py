@@ -62,12 +62,7 @@ class Producer:
             group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
             m_tile = m_step * cluster_m + rank
             if cutlass.const_expr(self.ragged == "m"):
-                # A rows from the group's first row: not a multiple of the tile. A CTA
-                # without rows (second of a pair) loads the group's first tile instead:
-                # its data is never used, and no TMA box lies wholly outside `a`.
-                first_row = start
-                if m_tile * tile_m < rows:
-                    first_row += m_tile * tile_m
+                first_row = self.tile_first_row(start, rows, m_tile)
                 if cutlass.const_expr(tma_a_rows is None):
                     gA = cute.local_tile(cute.domain_offset((first_row, 0), mA), (tile_m, tile_k), (0, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
@@ -92,7 +87,7 @@ class Producer:
                 )
             else:
                 sA_rows = cute.flat_divide(sA, (1, tile_k))  # (1, tile_k, row, 1, stage): one box a row
-                rows_in_tile = cutlass.min(rows - m_tile * tile_m, tile_m)
+                rows_in_tile = self.tile_rows(rows, m_tile)
                 lane_rows = self.lane_row_indices(row_index, first_row, rows_in_tile)
             short_boxes = cutlass.Int32(0)  # 0: the whole A tile, one box
             if cutlass.const_expr(tma_a_short is not None):
@@ -138,6 +133,22 @@ class Producer:
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    @cute.jit
+    def tile_first_row(self, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32) -> cutlass.Int32:
+        """Ragged M: the first row of M-tile `m_tile` of a group of `rows` rows from row
+        `start` (not a multiple of the tile). A CTA without rows (the second of a pair)
+        loads the group's first tile instead: its data is never used, and no TMA box lies
+        wholly outside A."""
+        first_row = start
+        if m_tile * self.tile_m < rows:
+            first_row += m_tile * self.tile_m
+        return first_row
+
+    def tile_rows(self, rows, m_tile):
+        """The rows of M-tile `m_tile` of a group of `rows` rows: a tile's at most (none
+        past the group's last tile)."""
+        return cutlass.min(rows - m_tile * self.tile_m, self.tile_m)
 
     def group_k_tiles(self, length) -> Tuple:
         """Ragged K: (k-tiles, the first one's column from the group's start) of a group of
