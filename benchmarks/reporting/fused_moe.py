@@ -226,15 +226,17 @@ def region_w8_streamed(results: Results) -> Optional[str]:
     if "W8_streamed" not in results:
         return None
     source = results["W8_streamed"]
+    points = _forced_times(source, ("torch", "fused_moe", *STREAMED_FORMS))
     table = []
-    for s, t, us in _forced_times(source, ("torch", "fused_moe", *STREAMED_FORMS)):
+    for s, t, us in points:
         bound, streamed = _forced_bound(source, s, t), us.get("decode streamed")
         cells = _forced_cells(s, t, us, STREAMED_FORMS)
         cells += [ratio(us[v] / streamed) if streamed and v in us else "-" for v in ("decode", "one kernel default")]
         cells += [pct(bound / us[v]) if bound and v in us else "-" for v in ("decode", "decode streamed")]
         table.append(cells)
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --rounds {source['config'].get('rounds')} "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens {','.join(map(str, sorted({t for _, t, _ in points})))} "
+        f"--rounds {source['config'].get('rounds')} "
         f"--variants torch,fused_moe --forced \"{','.join(STREAMED_FORMS)}\" --json W8_streamed`"
         f"{_forced_replays(source)} *decode*: `fused_moe_decode`; *decode streamed*: the same with every weight "
         "row through its ring of shared-memory buffers (`streamed=True`); *one kernel default*: "
