@@ -68,9 +68,7 @@ class Producer:
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
             elif cutlass.const_expr(self.ragged == "k"):
                 # The group's K range through the views of `operands`: third coordinate
-                # start, k coordinate kk from the group's start. The k-tiles end at the
-                # group's end, so only the first one starts before the group (at
-                # k_first <= 0), and TMA fills its negative columns with zeros.
+                # start, k coordinate kk from column k_first of the group (`group_k_tiles`).
                 # A K-major operand (T contiguous) has the plain view: column start + k_first.
                 k_tiles, k_first = self.group_k_tiles(length)
                 gA = cute.local_tile(self.group_columns(mA, start, k_first), (tile_m, tile_k), (m_tile, None))
