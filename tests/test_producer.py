@@ -2,9 +2,10 @@
 
 Its loads of A and its waits run as plain Python on a simulated warp (`tests/simt.py`),
 TMA loads recorded rather than made: the rows of a group's M-tiles, the gathered rows
-of the expert layer's gate-up tiles, a partial M-tile's short boxes and how many it takes, a down tile's wait for its
-expert's gate-up tiles, a staggered tile's k order; and the k-tiles of a work item (its
-K splits, a group of the grouped reduction), arithmetic on ints.
+of the expert layer's gate-up tiles, a partial M-tile's short boxes and how many it
+takes, a down tile's wait for its expert's gate-up tiles, a staggered tile's k order;
+and the k-tiles of a work item (its K splits, a group of the grouped reduction),
+arithmetic on ints.
 """
 import random
 import threading
