@@ -208,8 +208,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # first rows, an expert's batches one short (its items miscounted), a buffer refilled
     # before the CTA is done with it
     "decode_ring_gate_up_item_one_pair_on": (
-        "column = sources.first_column + item % (self.columns // plan.pairs) * plan.pairs",
-        "column = sources.first_column + (item + 1) % (self.columns // plan.pairs) * plan.pairs"),
+        "column = sources.first_column + item % plan.batch_items * plan.pairs",
+        "column = sources.first_column + (item + 1) % plan.batch_items * plan.pairs"),
     "decode_ring_down_item_one_chunk_on": ("(sources.first_row + down % chunks * plan.chunk_rows) * self.inter",
                                            "(sources.first_row + (down + 1) % chunks * plan.chunk_rows) * self.inter"),
     "decode_ring_up_sums_into_the_gate_half": ("table[(step * plan.pairs + row % plan.pairs, row // plan.pairs, segment, r)]",

@@ -297,7 +297,7 @@ class MoeDecode(RingStream):
                 up_expert = active_expert[item_expert]
                 up_first, up_count = active_first[item_expert], active_count[item_expert]
             up_items = cutlass.select_(has_gate_up, self.gate_up_items(up_count), 0)
-            down_items = cutlass.select_(has_down_rows, experts_with_slots * (self.rows // self.plan.chunk_rows), 0)
+            down_items = cutlass.select_(has_down_rows, experts_with_slots * self.plan.expert_items, 0)
             total_items = up_items + down_items
             sources = RingSources(w1, w2, up_expert, chunk * self.columns, active_expert, first_row)
             if tidx == 0:

@@ -52,6 +52,8 @@ class RingPlan:
     chunk_rows: int  # rows of H a down item
     buffer_bytes: int
     stages: int
+    batch_items: int  # gate-up items a batch of x rows: the CTA's columns / pairs
+    expert_items: int  # down items an active expert: the CTA's rows / chunk_rows
 
 
 def ring_plan(hidden: int, inter: int, columns: int, rows: int, element_bytes: int, free_bytes: int, warps: int,
@@ -76,7 +78,7 @@ def ring_plan(hidden: int, inter: int, columns: int, rows: int, element_bytes: i
         table_bytes = 4 * columns * 2 * segments * batch
         stages = min(MAX_STAGES, (free_bytes - table_bytes - 8 * MAX_STAGES) // buffer_bytes)
         if stages >= 2 and (best is None or stages > best.stages):
-            best = RingPlan(pairs, segments, chunk_rows, buffer_bytes, stages)
+            best = RingPlan(pairs, segments, chunk_rows, buffer_bytes, stages, columns // pairs, rows // chunk_rows)
     return best
 
 
@@ -98,7 +100,7 @@ class RingStream:
         """The gate-up items of an expert of `count` slots: its batches (`by_batch`'s) x the
         chunk's items."""
         batches = cutlass.select_(count <= 2, 1, (count + self.batch_rows - 1) // self.batch_rows)
-        return batches * (self.columns // self.plan.pairs)
+        return batches * self.plan.batch_items
 
     def buffer_elements(self) -> int:
         """A buffer's elements of the weights' type."""
@@ -127,7 +129,7 @@ class RingStream:
             atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
                                        num_bits_per_copy=elements * width * 8)
             rows = self.expert_rows(sources.w1, sources.up_expert, 2 * self.inter * self.hidden)
-            column = sources.first_column + item % (self.columns // plan.pairs) * plan.pairs
+            column = sources.first_column + item % plan.batch_items * plan.pairs
             cute.arch.mbarrier_arrive_and_expect_tx(barrier, 2 * elements * width)
             for half in cutlass.range_constexpr(2):  # the gate rows, then the up rows
                 source = rows.iterator + (half * self.inter + column) * self.hidden
@@ -138,7 +140,7 @@ class RingStream:
             atom = cute.make_copy_atom(cute.nvgpu.cpasync.CopyBulkG2SOp(), self.ab_dtype,
                                        num_bits_per_copy=elements * width * 8)
             down = item - up_items
-            chunks = self.rows // plan.chunk_rows
+            chunks = plan.expert_items
             rows = self.expert_rows(sources.w2, sources.active_expert[down // chunks], self.hidden * self.inter)
             source = rows.iterator + (sources.first_row + down % chunks * plan.chunk_rows) * self.inter
             cute.arch.mbarrier_arrive_and_expect_tx(barrier, elements * width)
@@ -166,7 +168,7 @@ class RingStream:
                                count: cutlass.Int32, up_items: cutlass.Int32, total_items: cutlass.Int32,
                                warp: cutlass.Int32, lane: cutlass.Int32, tidx: cutlass.Int32, batch: int):
         plan = self.plan
-        items = self.columns // plan.pairs  # a batch's
+        items = plan.batch_items
         segment, row = warp % plan.segments, warp // plan.segments  # (row: of the item's 2 pairs)
         vectors = self.hidden // self.vector // plan.segments  # of a segment
         for done in cutlass.range(0, count, batch, unroll=1):
@@ -213,7 +215,7 @@ class RingStream:
         plan = self.plan
         unit_rows = max(r for r in (1, 2, 4) if plan.chunk_rows % r == 0)  # a warp's at once (the docstring)
         units = plan.chunk_rows // unit_rows  # an item's
-        chunks = self.rows // plan.chunk_rows  # an expert's
+        chunks = plan.expert_items
         for start in cutlass.range(up_items, total_items, plan.stages, unroll=1):
             end = cutlass.min(start + plan.stages, total_items)
             for item in cutlass.range(start, end, unroll=1):
