@@ -176,6 +176,11 @@ def _forced_replays(source: Dict[str, Any]) -> str:
             f"median of {config.get('rounds')} rounds of {config.get('calls')} calls.")
 
 
+def _forced_tokens(points) -> str:
+    """A forced run's `--tokens` value: the token counts of its points (`_forced_times`)."""
+    return ",".join(map(str, sorted({t for _, t, _ in points})))
+
+
 def _forced_bound(source: Dict[str, Any], shape: str, tokens: int) -> Optional[float]:
     """A forced run's weight-streaming bound (µs) at a point."""
     return next((r["bound_us"] for r in source["results"] if (r["shape"], r["tokens"]) == (shape, tokens)
@@ -194,8 +199,9 @@ def region_w8_decode(results: Results) -> Optional[str]:
     if "W8_decode" not in results:
         return None
     source = results["W8_decode"]
+    points = _forced_times(source, ("fused_moe", "torch", *DECODE_FORMS))
     table = []
-    for s, t, us in _forced_times(source, ("fused_moe", "torch", *DECODE_FORMS)):
+    for s, t, us in points:
         bound = _forced_bound(source, s, t)
         cells = _forced_cells(s, t, us, DECODE_FORMS)
         one, decode, unstaged = us.get("one kernel default"), us.get("decode"), us.get("decode unstaged")
@@ -204,7 +210,8 @@ def region_w8_decode(results: Results) -> Optional[str]:
         cells.append(pct(bound / us["decode"]) if bound and decode else "-")
         table.append(cells)
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,2 --variants torch,fused_moe --forced "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens {_forced_tokens(points)} --variants torch,fused_moe "
+        "--forced "
         f"\"{','.join(DECODE_FORMS)}\" --json W8_decode`{_forced_replays(source)} "
         "*decode*: `fused_moe_decode`; *decode early prefetch*: the same with each CTA's down rows asked of L2 "
         "before its gate-up GEMVs; *decode unstaged*: the same with no down rows staged in shared memory "
@@ -235,7 +242,7 @@ def region_w8_streamed(results: Results) -> Optional[str]:
         cells += [pct(bound / us[v]) if bound and v in us else "-" for v in ("decode", "decode streamed")]
         table.append(cells)
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens {','.join(map(str, sorted({t for _, t, _ in points})))} "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens {_forced_tokens(points)} "
         f"--rounds {source['config'].get('rounds')} "
         f"--variants torch,fused_moe --forced \"{','.join(STREAMED_FORMS)}\" --json W8_streamed`"
         f"{_forced_replays(source)} *decode*: `fused_moe_decode`; *decode streamed*: the same with every weight "
@@ -258,14 +265,16 @@ def region_w8_lead(results: Results) -> Optional[str]:
     if "W8_lead" not in results:
         return None
     source = results["W8_lead"]
+    points = _forced_times(source, ("torch", "fused_moe", *LEAD_FORMS))
     table = []
-    for s, t, us in _forced_times(source, ("torch", "fused_moe", *LEAD_FORMS)):
+    for s, t, us in points:
         none = us.get(LEAD_FORMS[0])
         cells = _forced_cells(s, t, us, LEAD_FORMS)
         cells += [ratio(none / us[v]) if none and v in us else "-" for v in (*LEAD_FORMS[1:], "fused_moe")]
         table.append(cells)
     return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --tokens 1,8,64 --rounds {source['config'].get('rounds')} "
+        f"Command: `python benchmarks/w8_fused_moe.py --tokens {_forced_tokens(points)} "
+        f"--rounds {source['config'].get('rounds')} "
         f"--variants torch,fused_moe --forced \"{','.join(LEAD_FORMS)}\" --json W8_lead`{_forced_replays(source)} "
         "*one kernel lead n*: `fused_moe_megakernel(..., down_lead=n)`, its other choices its rules'; "
         "*fused_moe*: the form `fused_moe` takes there (at one token on Qwen3's experts, the decode kernel). "
