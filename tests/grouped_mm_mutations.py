@@ -48,9 +48,10 @@ def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
 # The schedule's and the producer's tests on a simulated warp (tests/test_schedule.py,
 # tests/test_producer.py) come first: they need no GPU and fail within seconds where they can.
 ON_A_SIMULATED_WARP = "on_a_simulated_warp"
-TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_grouped_mm.py", "tests/test_grouped_mm_cases.py",
-         "-x", "-q", "-p", "no:cacheprovider", "-k",
-         f"{ON_A_SIMULATED_WARP} or m_tile_rows or edges or clamped or graph or (ragged and 64 and 392) or cases"]
+TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_operand_views.py", "tests/test_grouped_mm.py",
+         "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k",
+         f"{ON_A_SIMULATED_WARP} or ragged_view or m_tile_rows or edges or clamped or graph or (ragged and 64 and 392) "
+         "or cases"]
 
 # name: (text in the kernel, its replacement)
 MUTATIONS: Dict[str, Tuple[str, str]] = {
@@ -226,10 +227,11 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
-# tests/test_fused_moe.py for the expert layer's kernel, in the cases' file otherwise; the
+# tests/test_fused_moe.py for the expert layer's kernel, in the cases' files otherwise; the
 # producer's tests beside either)
-CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p",
-               "no:cacheprovider", "-k"]
+CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_operand_views.py",
+               "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
+               "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
@@ -289,16 +291,16 @@ FOCUS: Dict[str, str] = {
     "experts_no_wait_for_the_routing": "waits_for_the_routing or (one_kernel and (float32 or break or replays))",
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_group_start_one_early": "grouped_reduction or offs_is_read",
-    "ragged_k_plain_view_one_k_tile_late": "t_contiguous_reduction",
+    "ragged_k_plain_view_one_k_tile_late": "grouped_reduction_loads or t_contiguous_reduction",
     "ragged_k_first_columns_not_zeroed": "t_contiguous_reduction",
     "ragged_k_one_column_too_few_zeroed": "t_contiguous_reduction",
-    "ragged_k_group_ends_not_checked": "t_contiguous_reduction",
+    "ragged_k_group_ends_not_checked": "grouped_reduction_schedule or t_contiguous_reduction",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
     "ragged_k_pair_rank_ignored_in_pingpong": "grouped_reduction_in_pairs",
     "ragged_k_pair_both_ctas_load_the_first_half_of_b": "grouped_reduction_in_pairs",
     "ragged_k_pair_m_steps_not_halved": "grouped_reduction_in_pairs",
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
-    "b_majors_swapped": "every_layout and 2d3d",
+    "b_majors_swapped": "b_view or (every_layout and 2d3d)",
     "pingpong_rows_of_a_cooperative_half": "pingpong",
     "swiglu_up_from_the_gate_column": "swiglu",
     "swiglu_up_half_one_tile_on": "swiglu",

@@ -115,15 +115,21 @@ class Epilogue:
                          group: cutlass.Int32, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32,
                          n_tile: cutlass.Int32) -> Tuple:
         """A tile's TMA store views: the sub-tile buffers and the tile's sub-tiles of the output."""
+        gC = self.output_sub_tiles(mC, total, group, start, rows, m_tile, n_tile)
+        return cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC)
+
+    @cute.jit
+    def output_sub_tiles(self, mC: cute.Tensor, total: cutlass.Int32, group: cutlass.Int32, start: cutlass.Int32,
+                         rows: cutlass.Int32, m_tile: cutlass.Int32, n_tile: cutlass.Int32) -> cute.Tensor:
+        """The tile's part of the output as its TMA store addresses it: (epi_tile, sub-tile)."""
         if cutlass.const_expr(self.ragged == "m"):
             # The group's rows through the ragged descriptor: row coordinate
             # total - rows + r, third coordinate start + rows; rows r >= rows clip.
             mC_group = cute.domain_offset((total - rows, 0), mC[(None, None, start + rows)])
         else:
             mC_group = mC[(None, None, group)]  # (M, N) of the group; TMA clips at M and N
-        gC = cute.zipped_divide(cute.local_tile(mC_group, (self.tile_m, self.out_tile_n), (m_tile, n_tile)),
-                                self.epi_tile)
-        return cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC)
+        return cute.zipped_divide(cute.local_tile(mC_group, (self.tile_m, self.out_tile_n), (m_tile, n_tile)),
+                                  self.epi_tile)
 
     @cute.jit
     def sub_tile_to_smem(self, tiled_r2s, tRS_sC: cute.Tensor, tRS_acc: cute.Tensor, sub_acc: cute.Tensor,
