@@ -147,9 +147,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
                                                "m_tile = m_step * self.cluster_m + 0  # (pairs"),
     "ragged_k_pair_both_ctas_load_the_first_half_of_b": (
         "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
-        "                    tma_b, rank,",
+        "            tma_b, rank,",
         "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
-        "                    tma_b, 0,"),
+        "            tma_b, 0,"),
     "ragged_k_pair_m_steps_not_halved": ("self.fixed_m_steps = self.m_tiles // self.cluster_m",
                                          "self.fixed_m_steps = self.m_tiles // 1"),
     # the combine: the slot's own row, its own weight, every column chunk
@@ -297,7 +297,7 @@ FOCUS: Dict[str, str] = {
     "ragged_k_group_ends_not_checked": "grouped_reduction_schedule or t_contiguous_reduction",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
     "ragged_k_pair_rank_ignored_in_pingpong": "grouped_reduction_in_pairs",
-    "ragged_k_pair_both_ctas_load_the_first_half_of_b": "grouped_reduction_in_pairs",
+    "ragged_k_pair_both_ctas_load_the_first_half_of_b": "pairs_ctas_load or grouped_reduction_in_pairs",
     "ragged_k_pair_m_steps_not_halved": "grouped_reduction_in_pairs",
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
     "b_majors_swapped": "b_view or (every_layout and 2d3d)",

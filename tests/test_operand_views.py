@@ -9,7 +9,9 @@ torch lays them out:
   its second half the up rows I further on (h = tile_n / 2);
 - the ragged output (the package docstring's descriptor C): a tile's stores land on the
   rows of its own M-tile of its group, each once, and TMA's clipping at the descriptor's
-  extents drops every row past the group's end.
+  extents drops every row past the group's end;
+- the grouped reduction (ragged K): the columns of T a group's k-tiles load, and in a
+  pair the two halves of each B tile, one a CTA.
 """
 import random
 import warnings
@@ -196,3 +198,47 @@ def test_grouped_reduction_loads_each_groups_columns_once_ending_at_its_end(majo
             assert read == list(range(start - before, start)) + group, (operand, read[:4])
         else:
             assert read == [None] * before + group, (operand, read[:4])
+
+
+def _pair_b_boxes(gemm, total: int, start: int, length: int, n_tile: int) -> dict:
+    """Ragged K in pairs: rank: the origin of each k-tile's TMA box of B that the CTA of
+    that rank loads (`group_b_boxes`, through the atom of `tma_atoms`)."""
+    origins = {}
+
+    def body():
+        pointer = cute.make_ptr(gemm.ab_dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=16)
+        out = cute.make_ptr(gemm.c_dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=16)
+        a, b, c = gemm.operands(pointer, pointer, out, total)
+        _, a_smem, b_smem, c_smem = gemm.mma_and_smem_layouts()
+        tma_b, mB = gemm.tma_atoms(a, b, c, a_smem, b_smem, c_smem)[2:4]
+        sB = cute.make_tensor(cute.make_ptr(gemm.ab_dtype, 1024, cute.AddressSpace.smem, assumed_align=1024),
+                              b_smem.outer)
+        k_tiles, k_first = gemm.group_k_tiles(length)
+        for rank in range(gemm.cluster_m):
+            boxes = gemm.group_b_boxes(tma_b, mB, sB, start, k_first, n_tile, rank)
+            origins[rank] = [tuple(int(v) for v in boxes[(0, kk)]) for kk in range(k_tiles)]
+
+    _traced(body)
+    return origins
+
+
+@pytest.mark.parametrize("b_major", ["n", "k"])
+def test_a_pairs_ctas_load_the_two_halves_of_each_b_tile_in_the_grouped_reduction(b_major):
+    """In a pair both CTAs need the same B tile; each loads half of it and multicasts it to
+    both: rank 0's box at the tile's origin, rank 1's half a tile further along N or K."""
+    tile_n, total, start, length, n_tile = 256, 1600, 136, 200, 1
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 4, 512, 0, tile_n, ragged="k",
+                                                a_major="m", b_major=b_major, m=512, cluster_m=2))
+    tile_k = gemm.tile_mnk[2]
+    k_tiles, k_first = gemm.group_k_tiles(length)
+    origins = _pair_b_boxes(gemm, total, start, length, n_tile)
+    # TMA coordinates, the contiguous mode first: (n, column from the group's start, the
+    # start) through the T-strided view, (column of T, n) through the plain one.
+    if b_major == "n":
+        tile_at, halves = (lambda column: (n_tile * tile_n, column, start)), ((tile_n // 2, 0, 0), (0, tile_k // 2, 0))
+    else:
+        tile_at, halves = (lambda column: (start + column, n_tile * tile_n)), ((0, tile_n // 2), (tile_k // 2, 0))
+    for kk in range(k_tiles):
+        assert origins[0][kk] == tile_at(k_first + kk * tile_k), (kk, origins[0][kk])
+        step = tuple(b - a for a, b in zip(origins[0][kk], origins[1][kk]))
+        assert step in halves, (kk, step)

@@ -48,7 +48,7 @@ class Producer:
         The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
         and each lane issues the loads of its own rows. `deal`: the CTA's tiles after the
         first as that deal gives them (`next_item`), not every `num_clusters`. Returns the state."""
-        tile_m, tile_n, tile_k = self.tile_mnk
+        tile_m, _, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
         if cutlass.const_expr(state is None):
@@ -72,10 +72,7 @@ class Producer:
                 # A K-major operand (T contiguous) has the plain view: column start + k_first.
                 k_tiles, k_first = self.group_k_tiles(length)
                 gA = cute.local_tile(self.group_columns(mA, start, k_first), (tile_m, tile_k), (m_tile, None))
-                gB = cute.local_tile(self.group_columns(mB, start, k_first), (tile_n, tile_k), (n_tile, None))
-                _, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile
-                    tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
-                )
+                tBgB_tile = self.group_b_boxes(tma_b, mB, sB, start, k_first, n_tile, rank)
             else:
                 gA = cute.local_tile(mA[(None, None, group)], (tile_m, tile_k), (m_tile, None))
                 tBgB_tile = tBgB[(None, n_tile, None, group)]
@@ -219,6 +216,18 @@ class Producer:
             if lane + 32 * j < rows_in_tile:
                 tma_load_2d_by_this_thread(tma_a_rows, sA_rows[(None, None, 32 * j + lane, 0, stage)].iterator, full,
                                            kk * self.tile_mnk[2], lane_rows[j])
+
+    @cute.jit
+    def group_b_boxes(self, tma_b: cute.CopyAtom, mB: cute.Tensor, sB: cute.Tensor, start: cutlass.Int32,
+                      k_first: cutlass.Int32, n_tile: cutlass.Int32, rank: cutlass.Int32) -> cute.Tensor:
+        """Ragged K: this CTA's TMA boxes of B's N-tile `n_tile`, a k-tile each, over the
+        group's columns (`group_columns`); in a pair, its half of the tile, which it
+        multicasts to both CTAs."""
+        gB = cute.local_tile(self.group_columns(mB, start, k_first), self.tile_mnk[1:], (n_tile, None))
+        _, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile
+            tma_b, rank, cute.make_layout(self.cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+        )
+        return tBgB_tile
 
     @staticmethod
     def group_columns(view: cute.Tensor, start, k_first) -> cute.Tensor:
