@@ -320,6 +320,9 @@ SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
 def run(name: str) -> bool:
     """True when the mutation is caught."""
     old, new = {**MUTATIONS, **SANITIZER_MUTATIONS}[name]
+    if name in SANITIZER_MUTATIONS and shutil.which("compute-sanitizer") is None:
+        print(f"{name}: NOT RUN: compute-sanitizer is not on PATH (it comes with the CUDA toolkit)", flush=True)
+        return False
     with tempfile.TemporaryDirectory(prefix=f"gcdsl-mutant-{name}-") as tmp:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".gpu", "__pycache__", "results"))
