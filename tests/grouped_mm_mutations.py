@@ -229,7 +229,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 # many configurations the mutation does not touch): name: pytest -k expression (in
 # tests/test_fused_moe.py for the expert layer's kernel, in the cases' files otherwise; the
 # producer's tests beside either)
-CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_operand_views.py",
+CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_consumers.py", "tests/test_operand_views.py",
                "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
                "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
@@ -292,8 +292,8 @@ FOCUS: Dict[str, str] = {
     "ragged_k_from_one_column_late": "grouped_reduction or offs_is_read",
     "ragged_k_group_start_one_early": "grouped_reduction or offs_is_read",
     "ragged_k_plain_view_one_k_tile_late": "grouped_reduction_loads or t_contiguous_reduction",
-    "ragged_k_first_columns_not_zeroed": "t_contiguous_reduction",
-    "ragged_k_one_column_too_few_zeroed": "t_contiguous_reduction",
+    "ragged_k_first_columns_not_zeroed": "columns_before_a_group or t_contiguous_reduction",
+    "ragged_k_one_column_too_few_zeroed": "columns_before_a_group or t_contiguous_reduction",
     "ragged_k_group_ends_not_checked": "grouped_reduction_schedule or t_contiguous_reduction",
     "ragged_k_empty_group_keeps_accumulators": "grouped_reduction",
     "ragged_k_pair_rank_ignored_in_pingpong": "grouped_reduction_in_pairs",

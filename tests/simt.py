@@ -491,7 +491,7 @@ def dsl_shims(memory: Memory) -> dict:
         atomic_add=lambda pointer, value, **order: _atomic_add(pointer, value),
         load=_spin_load, globaltimer=time.monotonic_ns, rcp_approx=lambda value: 1.0 / value,
         griddepcontrol_launch_dependents=lambda: None, griddepcontrol_wait=lambda: None,
-        fence_acq_rel_gpu=lambda: None, fence_proxy=lambda kind: None, sync_warp=lambda: current().exchange(None),
+        fence_acq_rel_gpu=lambda: None, fence_proxy=lambda kind, space=None: None, sync_warp=lambda: current().exchange(None),
         elect_one=_elect_one, cp_async_bulk_wait_group=lambda count, read=False: None,
         mbarrier_init=_mbarrier_init, mbarrier_init_fence=lambda: None,
         mbarrier_arrive_and_expect_tx=_mbarrier_arrive_and_expect_tx, mbarrier_expect_tx=_mbarrier_expect_tx,
