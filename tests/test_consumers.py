@@ -1,18 +1,123 @@
 """The consumer warpgroups' code that needs no tensor cores, run on simulated threads
-(`tests/simt.py`) without a GPU: in the grouped reduction with T contiguous, the zeros
-written over the columns of a stage that come before the group."""
+(`tests/simt.py`) without a GPU:
+- the tiles each warpgroup computes and stores, its WGMMA mainloop (`mma_tile`) and its
+  store (`store_tile`) recorded rather than run: every tile of the schedule stored once
+  at its own M-tile, with the accumulators its own mainloop left, zeros for a group
+  without K (cooperative and ping-pong, ragged M and K, CTAs alone and in pairs);
+- in the grouped reduction with T contiguous, the zeros written over the columns of a
+  stage that come before the group.
+"""
+import itertools
+import math
 import types
 
 import numpy as np
 import pytest
 
-from tests.simt import Pointer, Tensor, Threads, install, make_layout, plain
+from tests.simt import Pointer, Tensor, Threads, install, make_layout, plain, plain_methods, registers
 
 cutlass = pytest.importorskip("cutlass")
 
 from gcdsl.ops import hopper_grouped_gemm as hgg  # noqa: E402
 from gcdsl.ops.hopper_grouped_gemm import consumers  # noqa: E402
 from gcdsl.ops.hopper_grouped_gemm.config import ZERO_FILL_BARRIER  # noqa: E402
+from tests.test_schedule import _ends, _reference_tiles, _run_schedule  # noqa: E402
+
+
+class _PipelineState:
+    """A pipeline state as the consumers step it: only its advances matter here."""
+
+    def __init__(self) -> None:
+        self.index = 0
+
+    def advance(self) -> None:
+        self.index += 1
+
+
+def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
+    """(group, m_tile, n_tile, warpgroup, the value its accumulators held) of every tile a
+    consumer warpgroup stores, each CTA's two warpgroups run in turn as plain Python. The
+    mainloop fills the accumulators with a value of its own for every tile it computes."""
+    tile_end, row_end, trap = _run_schedule(gemm, offs, total, monkeypatch)
+    assert trap is None
+    install(monkeypatch, consumers)
+    monkeypatch.setattr(consumers, "warpgroup", types.SimpleNamespace(Field=types.SimpleNamespace(ACCUMULATE=0)))
+    barrier = types.SimpleNamespace(arrive_and_wait=lambda: None, arrive=lambda: None)  # (one warpgroup at a time)
+    monkeypatch.setattr(consumers, "pipeline", types.SimpleNamespace(
+        make_pipeline_state=lambda kind, stages: _PipelineState(), NamedBarrier=lambda barrier_id, num_threads: barrier,
+        PipelineUserType=types.SimpleNamespace(Consumer=0, Producer=1)))
+    plain_methods(gemm)
+    stamps = itertools.count(1)
+    acc = registers((4,), float)
+    stored = []
+
+    def mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here, *turn):
+        if rows_here > 0:
+            acc.fill(float(next(stamps)))  # (the real one zeroes them, then sums k_tiles products)
+        return read, release
+
+    def store_tile(*args):
+        group, start, rows, m_tile, n_tile = args[10:15]
+        stored.append((group, m_tile, n_tile, warpgroup_idx, acc[0]))
+
+    gemm.mma_tile, gemm.store_tile = mma_tile, store_tile
+    gemm.consumer_views = lambda tiled_mma, sA, sB, sC, tidx: (None, None, acc, (None, None, acc, None, None, None))
+    gemm.zero_columns_before_group = lambda *args: None
+    consume = gemm.consume_pingpong if gemm.pingpong else gemm.consume
+    tiled_mma = types.SimpleNamespace(set=lambda field, value: None)
+    if gemm.ragged == "k":
+        total_tiles = gemm.groups * gemm.fixed_m_steps * gemm.n_tiles
+    else:
+        total_tiles = tile_end[len(tile_end) - 1]
+    for cta in range(clusters * gemm.cluster_m):
+        for warpgroup_idx in (1, 2):
+            acc.fill(math.nan)  # (registers hold anything at first)
+            tidx = 128 * warpgroup_idx
+            Threads(1).run(lambda: consume(None, tiled_mma, None, None, total, None, None, None, tile_end, row_end,
+                                           total_tiles, cta // gemm.cluster_m, clusters, cta % gemm.cluster_m,
+                                           tidx, tidx // 32, warpgroup_idx))
+    return stored
+
+
+@pytest.mark.parametrize("schedule, ragged, cluster_m", [
+    ("pingpong", "m", 1), ("cooperative", "m", 1), ("cooperative", "m", 2),
+    ("cooperative", "k", 1), ("cooperative", "k", 2), ("pingpong", "k", 1), ("pingpong", "k", 2)])
+def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(schedule, ragged, cluster_m,
+                                                                              monkeypatch):
+    """Ragged M: each M-tile with rows of each group, by one warpgroup in ping-pong and by
+    both (their halves) cooperatively; ragged K: every M-tile of every group, zeros for a
+    group with no columns. A tile's accumulators are those its own mainloop left."""
+    groups, n, total = 6, 256, 900
+    offs = [130, 130, 200, 520, 585, 900] if ragged == "m" else [64, 64, 200, 200, 600, 900]
+    config = hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, groups, n, 0 if ragged == "k" else 128, 128,
+                            cluster_m=cluster_m, ragged=ragged, a_major="m" if ragged == "k" else "k",
+                            b_major="n" if ragged == "k" else "k", m=512 if ragged == "k" else 0, schedule=schedule)
+    gemm = hgg.HopperGroupedGemm(config)
+    tile_m = gemm.tile_m
+    stored = _stored_tiles(gemm, offs, total, 3, monkeypatch)
+    ends = _ends(offs, total)
+    if ragged == "m":
+        tiles = [(group, m_step, n_tile) for group, m_step, n_tile, *_ in
+                 _reference_tiles(offs, total, tile_m * cluster_m, gemm.n_tiles)]
+        wanted = [(group, m_step * cluster_m + rank, n_tile) for group, m_step, n_tile in tiles
+                  for rank in range(cluster_m) if ends[group][1] - ends[group][0] > (m_step * cluster_m + rank) * tile_m]
+    else:
+        wanted = [(group, m_tile, n_tile) for group in range(groups) for m_tile in range(gemm.m_tiles)
+                  for n_tile in range(gemm.n_tiles)]
+    if schedule == "pingpong":  # the warpgroups take turns: each tile by one of them
+        assert sorted((g, m, n) for g, m, n, _, _ in stored) == sorted(wanted)
+    else:  # both warpgroups, each its half of the tile
+        assert sorted((g, m, n, w) for g, m, n, w, _ in stored) == sorted((g, m, n, w) for g, m, n in wanted
+                                                                          for w in (1, 2))
+    computed = []
+    for group, m_tile, n_tile, warpgroup_idx, value in stored:
+        rows = ends[group][1] - ends[group][0] - m_tile * tile_m  # (cooperative: warpgroup 2 holds rows 64 on,
+        if ragged == "k" and ends[group][0] == ends[group][1]:  # which the store clips if the tile has none)
+            assert value == 0.0, (group, m_tile, n_tile)  # an expert no token reached: a zero gradient
+        elif schedule == "pingpong" or ragged == "k" or warpgroup_idx == 1 or rows > 64:
+            assert value == value and value > 0, (group, m_tile, n_tile, warpgroup_idx)  # its own mainloop's
+            computed.append(value)
+    assert len(computed) == len(set(computed))  # no tile stores another's accumulators
 
 
 @pytest.mark.parametrize("majors", [("k", "k"), ("k", "n"), ("m", "k")])
