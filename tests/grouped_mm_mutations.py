@@ -237,7 +237,7 @@ FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
     "unaligned_group_end_checked": "t_contiguous",
     "unaligned_empty_group_checked": "t_contiguous",
-    "experts_down_loads_on_the_gate_up_tiles": "one_kernel and (float32 or break)",
+    "experts_down_loads_on_the_gate_up_tiles": "walk_its_own_schedule or one_kernel and (float32 or break)",
     "experts_down_one_gate_up_tile_early": "every_gate_up_tile or (one_kernel and (float32 or break))",
     "experts_down_deal_one_tile_on": "down_deal or (one_kernel and (float32 or break))",
     # (the layer tests' small shapes take no lead by default: the options' `down_lead 3` does)

@@ -9,6 +9,7 @@ expert twice), and a captured graph replayed after the routing changed in place.
 import functools
 import re
 import types
+import warnings
 
 import pytest
 
@@ -556,6 +557,38 @@ def test_the_one_kernel_form_refuses_what_it_cannot_read_at_the_callers_line():
 ])
 def test_the_one_kernels_tile_width_rule(experts, hidden, inter, slots, tile_n):
     assert megakernel_tile_n(experts, hidden, inter, slots, sms=132) == tile_n
+
+
+def test_one_kernel_each_gemms_producer_consumers_and_store_warps_walk_its_own_schedule(monkeypatch):
+    """The one kernel builds a schedule for each GEMM (gate-up tiles 2I wide, down tiles H
+    wide: not the same tiles). Traced for sm_90a with each role's entry recorded: the
+    gate-up GEMM's producer and consumers take one schedule, and the down GEMM's producer,
+    consumers and store warps the other."""
+    import cutlass.cute as cute
+
+    from gcdsl.ops.hopper_grouped_gemm import consumers, epilogue, producer
+    from gcdsl.ops.hopper_grouped_gemm.experts import MoeExperts
+
+    walks = []
+    for klass, role, schedule_argument in ((producer.Producer, "produce", 9), (consumers.Consumers, "consume", 8),
+                                           (epilogue.Epilogue, "store_handed_tiles", 5)):
+        def recorder(self, *args, _role=role, _original=getattr(klass, role), _at=schedule_argument, **kwargs):
+            walks.append((self, _role, id(args[_at])))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(klass, role, recorder)
+    kernel, args = MOE_EXPERTS_CASES["moe_experts_e8_h200_i64"]()
+    assert isinstance(kernel, MoeExperts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cute.compile(kernel, *args)
+    schedules = {}
+    for gemm, role, schedule in walks:
+        schedules.setdefault(gemm is kernel.down, {})[role] = schedule
+    assert set(schedules[False]) == {"produce", "consume"} and len(set(schedules[False].values())) == 1
+    assert set(schedules[True]) == {"produce", "consume", "store_handed_tiles"}
+    assert len(set(schedules[True].values())) == 1
+    assert schedules[False]["produce"] != schedules[True]["produce"]
 
 
 @pytest.mark.parametrize("lead", [0, 1, 2, 3])
