@@ -112,19 +112,17 @@ def _stored(gemm, total: int, start: int, rows: int, m_tile: int, n_tile: int) -
     for (r, c, s), point in facts["points"]:
         x, _, z = facts["row_coordinates"][r]
         assert point == (x, facts["column_coordinates"][s * facts["sub_n"] + c][1], z), (r, c, s)
-    inside = [all(0 <= v < e for v, e in zip(point, extents)) for point in
-              facts["row_coordinates"] + facts["column_coordinates"]]
     assert len({point[2] for point in facts["row_coordinates"] + facts["column_coordinates"]}) == 1  # one group
     width = strides[0]
-    base = -total * width
 
-    def address(point):
-        return base + sum(v * stride for v, stride in zip(point, strides))
+    def inside(point):  # TMA writes no element whose coordinate is past an extent
+        return all(0 <= v < e for v, e in zip(point, extents))
 
-    row_points = [p for p, keep in zip(facts["row_coordinates"], inside) if keep and 0 <= p[1] < extents[1]]
-    column_points = [p for p in facts["column_coordinates"] if all(0 <= v < e for v, e in zip(p[1:], extents[1:]))]
-    written_rows = [address(p) // width for p in row_points]
-    written_columns = [address(p) % width for p in column_points]
+    def address(point):  # from the view's base, `total` rows before the output
+        return -total * width + sum(v * stride for v, stride in zip(point, strides))
+
+    written_rows = [address(p) // width for p in facts["row_coordinates"] if inside(p)]
+    written_columns = [address(p) % width for p in facts["column_coordinates"] if inside(p)]
     return written_rows, written_columns, width
 
 
