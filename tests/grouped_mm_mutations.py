@@ -1,7 +1,7 @@
 """Seeded bugs in the grouped GEMM kernel and the expert layer's other kernels (routing,
 combine), and the tests that must catch each.
 
-    python -m tests.grouped_mm_mutations             # every mutation (on a Hopper GPU)
+    python -m tests.grouped_mm_mutations             # every mutation (racecheck's need a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
     python -m tests.grouped_mm_mutations --list       # their names
