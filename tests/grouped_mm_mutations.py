@@ -7,13 +7,14 @@ combine), and the tests that must catch each.
     python -m tests.grouped_mm_mutations --list       # their names
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-`route_kernel.py`, `combine_kernel.py` or `decode_kernel.py`, in whichever file holds
+`route_kernel.py`, `combine_kernel.py`, `decode_kernel.py` or `decode_ring.py`, in whichever file holds
 the text, once) in a copy of the tree (the kernel's source is read from its files, so
 the copy is what compiles), followed by the tests that must catch it in that copy,
 stopping at the first failure: first those that run the kernel's code on simulated
 threads (`tests/simt.py`; no GPU needed), then the GPU tests. A mutation that leaves
-them green is a hole in the tests: the run exits non-zero. `--sanitizer` mutations
-run compute-sanitizer's racecheck on the small case instead and must make it report.
+them green is a hole in the tests: the run exits non-zero. The seeded races
+(`SANITIZER_MUTATIONS`) run compute-sanitizer's racecheck on the small case instead and
+must make it report.
 """
 from __future__ import annotations
 
