@@ -230,8 +230,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 # many configurations the mutation does not touch): name: pytest -k expression (in
 # tests/test_fused_moe.py for the expert layer's kernel, in the cases' files otherwise; the
 # producer's tests beside either)
-CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_consumers.py", "tests/test_operand_views.py",
-               "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
+CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_consumers.py",
+               "tests/test_operand_views.py", "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
                "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {

@@ -100,7 +100,8 @@ def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(sc
         tiles = [(group, m_step, n_tile) for group, m_step, n_tile, *_ in
                  _reference_tiles(offs, total, tile_m * cluster_m, gemm.n_tiles)]
         wanted = [(group, m_step * cluster_m + rank, n_tile) for group, m_step, n_tile in tiles
-                  for rank in range(cluster_m) if ends[group][1] - ends[group][0] > (m_step * cluster_m + rank) * tile_m]
+                  for rank in range(cluster_m)
+                  if ends[group][1] - ends[group][0] > (m_step * cluster_m + rank) * tile_m]  # (a pair's odd last tile)
     else:
         wanted = [(group, m_tile, n_tile) for group in range(groups) for m_tile in range(gemm.m_tiles)
                   for n_tile in range(gemm.n_tiles)]
@@ -111,9 +112,10 @@ def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(sc
                                                                           for w in (1, 2))
     computed = []
     for group, m_tile, n_tile, warpgroup_idx, value in stored:
-        rows = ends[group][1] - ends[group][0] - m_tile * tile_m  # (cooperative: warpgroup 2 holds rows 64 on,
-        if ragged == "k" and ends[group][0] == ends[group][1]:  # which the store clips if the tile has none)
+        rows = ends[group][1] - ends[group][0] - m_tile * tile_m
+        if ragged == "k" and ends[group][0] == ends[group][1]:
             assert value == 0.0, (group, m_tile, n_tile)  # an expert no token reached: a zero gradient
+        # (cooperative, warpgroup 2 holds the tile's rows 64 on: the store clips them where there are none)
         elif schedule == "pingpong" or ragged == "k" or warpgroup_idx == 1 or rows > 64:
             assert value == value and value > 0, (group, m_tile, n_tile, warpgroup_idx)  # its own mainloop's
             computed.append(value)

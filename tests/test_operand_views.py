@@ -63,7 +63,8 @@ def test_b_view_addresses_each_groups_weights_in_either_major(b_major):
                                                 b_major=b_major))
     b = torch.empty(groups, n, k).transpose(1, 2) if b_major == "k" else torch.empty(groups, k, n)
     rng = random.Random(0)
-    points = [(rng.randrange(groups), rng.randrange(k), rng.randrange(n)) for _ in range(64)] + [(groups - 1, k - 1, n - 1)]
+    points = [(rng.randrange(groups), rng.randrange(k), rng.randrange(n)) for _ in range(64)]
+    points.append((groups - 1, k - 1, n - 1))
     assert _b_offsets(gemm, [(nn, kk, g) for g, kk, nn in points]) == [_offset(b, *point) for point in points]
 
 
