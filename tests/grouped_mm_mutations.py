@@ -316,14 +316,15 @@ SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
                                 "            cute.arch.sync_threads()",
                                 "        if cutlass.const_expr(False):\n            pass"),
 }
+# Seeded races that a test without a GPU also sees: name: pytest -k expression (cases' tests)
+SANITIZER_FOCUS: Dict[str, str] = {
+    "pingpong_warpgroups_share_sub_tile_buffers": "own_buffers",
+}
 
 
 def run(name: str) -> bool:
     """True when the mutation is caught."""
     old, new = {**MUTATIONS, **SANITIZER_MUTATIONS}[name]
-    if name in SANITIZER_MUTATIONS and shutil.which("compute-sanitizer") is None:
-        print(f"{name}: NOT RUN: compute-sanitizer is not on PATH (it comes with the CUDA toolkit)", flush=True)
-        return False
     with tempfile.TemporaryDirectory(prefix=f"gcdsl-mutant-{name}-") as tmp:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".gpu", "__pycache__", "results"))
@@ -338,25 +339,38 @@ def run(name: str) -> bool:
             f.write(text.replace(old, new))
         env = {**os.environ, "PYTHONPATH": copy + os.pathsep + os.environ.get("PYTHONPATH", ""),
                "CUTE_DSL_NO_CACHE": "1"}
-        if name in SANITIZER_MUTATIONS:
-            cmd = ["compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
-                   sys.executable, "-m", "tests.kernels.grouped_mm_small"]
-        elif name in FOCUS:
-            if name.startswith(("experts_", "combine_", "route_", "decode_")):
-                cmd = [sys.executable, "-m", "pytest", *FUSED_MOE_TESTS, FOCUS[name]]
-            else:
-                cmd = [sys.executable, "-m", "pytest", *CASES_TESTS, f"{ON_A_SIMULATED_WARP} or ({FOCUS[name]})"]
-        else:
-            cmd = [sys.executable, "-m", "pytest", *TESTS]
-        proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
-        caught = proc.returncode != 0
+        for cmd in commands(name):
+            if cmd is None:
+                print(f"{name}: NOT RUN: compute-sanitizer is not on PATH (it comes with the CUDA toolkit)", flush=True)
+                return False
+            proc = subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True, timeout=900)
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+            if proc.returncode != 0:
+                print(f"{name}: caught ({tail[0][:160]})", flush=True)
+                return True
         # (pytest's summary line: some tests skipped, those that need the GPU this machine lacks)
-        unrun = not caught and not has_hopper_gpu() and re.search(r"\d+ skipped", tail[0])
-        verdict = ("caught" if caught else "NOT RUN: the tests that ran passed, those that need a Hopper GPU skipped"
-                   if unrun else "NOT CAUGHT")
+        unrun = not has_hopper_gpu() and re.search(r"\d+ skipped", tail[0])
+        verdict = "NOT RUN: the tests that ran passed, those that need a Hopper GPU skipped" if unrun else "NOT CAUGHT"
         print(f"{name}: {verdict} ({tail[0][:160]})", flush=True)
-        return caught
+        return False
+
+
+def commands(name: str) -> list:
+    """The commands that must catch mutation `name`, in the order they run: its tests (on
+    simulated threads first), or for a seeded race those that see it without a GPU, then
+    racecheck (None where compute-sanitizer is missing)."""
+    if name in SANITIZER_MUTATIONS:
+        racecheck = None if shutil.which("compute-sanitizer") is None else [
+            "compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
+            sys.executable, "-m", "tests.kernels.grouped_mm_small"]
+        seen_without_a_gpu = SANITIZER_FOCUS.get(name)
+        return ([[sys.executable, "-m", "pytest", *CASES_TESTS, seen_without_a_gpu]] if seen_without_a_gpu else []) + [
+            racecheck]
+    if name not in FOCUS:
+        return [[sys.executable, "-m", "pytest", *TESTS]]
+    if name.startswith(("experts_", "combine_", "route_", "decode_")):
+        return [[sys.executable, "-m", "pytest", *FUSED_MOE_TESTS, FOCUS[name]]]
+    return [[sys.executable, "-m", "pytest", *CASES_TESTS, f"{ON_A_SIMULATED_WARP} or ({FOCUS[name]})"]]
 
 
 def main(argv=None) -> int:

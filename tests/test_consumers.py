@@ -3,7 +3,8 @@
 - the tiles each warpgroup computes and stores, its WGMMA mainloop (`mma_tile`) and its
   store (`store_tile`) recorded rather than run: every tile of the schedule stored once
   at its own M-tile, with the accumulators its own mainloop left, zeros for a group
-  without K (cooperative and ping-pong, ragged M and K, CTAs alone and in pairs);
+  without K (cooperative and ping-pong, ragged M and K, CTAs alone and in pairs); each
+  ping-pong warpgroup storing through sub-tile buffers, a barrier and a warp of its own;
 - in the grouped reduction with T contiguous, the zeros written over the columns of a
   stage that come before the group.
 """
@@ -35,16 +36,19 @@ class _PipelineState:
 
 
 def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
-    """(group, m_tile, n_tile, warpgroup, the value its accumulators held) of every tile a
-    consumer warpgroup stores, each CTA's two warpgroups run in turn as plain Python. The
-    mainloop fills the accumulators with a value of its own for every tile it computes."""
+    """(group, m_tile, n_tile, warpgroup, the value its accumulators held, (its storing
+    warp, first sub-tile buffer, epilogue barrier)) of every tile a consumer warpgroup
+    stores, each CTA's two warpgroups run in turn as plain Python. The mainloop fills the
+    accumulators with a value of its own for every tile it computes."""
     tile_end, row_end, trap = _run_schedule(gemm, offs, total, monkeypatch)
     assert trap is None
     install(monkeypatch, consumers)
     monkeypatch.setattr(consumers, "warpgroup", types.SimpleNamespace(Field=types.SimpleNamespace(ACCUMULATE=0)))
-    barrier = types.SimpleNamespace(arrive_and_wait=lambda: None, arrive=lambda: None)  # (one warpgroup at a time)
+    def named_barrier(barrier_id, num_threads):  # (one warpgroup at a time: no waits)
+        return types.SimpleNamespace(barrier_id=barrier_id, arrive_and_wait=lambda: None, arrive=lambda: None)
+
     monkeypatch.setattr(consumers, "pipeline", types.SimpleNamespace(
-        make_pipeline_state=lambda kind, stages: _PipelineState(), NamedBarrier=lambda barrier_id, num_threads: barrier,
+        make_pipeline_state=lambda kind, stages: _PipelineState(), NamedBarrier=named_barrier,
         PipelineUserType=types.SimpleNamespace(Consumer=0, Producer=1)))
     plain_methods(gemm)
     stamps = itertools.count(1)
@@ -57,8 +61,8 @@ def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
         return read, release
 
     def store_tile(*args):
-        group, start, rows, m_tile, n_tile = args[10:15]
-        stored.append((group, m_tile, n_tile, warpgroup_idx, acc[0]))
+        group, start, rows, m_tile, n_tile, warp, barrier, store_warp, first_buffer = args[10:19]
+        stored.append((group, m_tile, n_tile, warpgroup_idx, acc[0], (store_warp, first_buffer, barrier.barrier_id)))
 
     gemm.mma_tile, gemm.store_tile = mma_tile, store_tile
     gemm.consumer_views = lambda tiled_mma, sA, sB, sC, tidx: (None, None, acc, (None, None, acc, None, None, None))
@@ -106,12 +110,12 @@ def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(sc
         wanted = [(group, m_tile, n_tile) for group in range(groups) for m_tile in range(gemm.m_tiles)
                   for n_tile in range(gemm.n_tiles)]
     if schedule == "pingpong":  # the warpgroups take turns: each tile by one of them
-        assert sorted((g, m, n) for g, m, n, _, _ in stored) == sorted(wanted)
+        assert sorted((g, m, n) for g, m, n, *_ in stored) == sorted(wanted)
     else:  # both warpgroups, each its half of the tile
-        assert sorted((g, m, n, w) for g, m, n, w, _ in stored) == sorted((g, m, n, w) for g, m, n in wanted
+        assert sorted((g, m, n, w) for g, m, n, w, *_ in stored) == sorted((g, m, n, w) for g, m, n in wanted
                                                                           for w in (1, 2))
     computed = []
-    for group, m_tile, n_tile, warpgroup_idx, value in stored:
+    for group, m_tile, n_tile, warpgroup_idx, value, _ in stored:
         rows = ends[group][1] - ends[group][0] - m_tile * tile_m
         if ragged == "k" and ends[group][0] == ends[group][1]:
             assert value == 0.0, (group, m_tile, n_tile)  # an expert no token reached: a zero gradient
@@ -120,6 +124,26 @@ def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(sc
             assert value == value and value > 0, (group, m_tile, n_tile, warpgroup_idx)  # its own mainloop's
             computed.append(value)
     assert len(computed) == len(set(computed))  # no tile stores another's accumulators
+
+
+@pytest.mark.parametrize("ragged", ["m", "k"])
+def test_pingpong_warpgroups_store_through_their_own_buffers_barrier_and_warp(ragged, monkeypatch):
+    """Ping-pong: each warpgroup stores its tiles while the other's WGMMAs run, so each has
+    its own sub-tile buffers (epi_stages of the 2 epi_stages), its own epilogue barrier
+    and a storing warp of its own warps."""
+    config = hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, 6, 256, 0 if ragged == "k" else 128, 128,
+                            ragged=ragged, a_major="m" if ragged == "k" else "k", b_major="n" if ragged == "k" else "k",
+                            m=512 if ragged == "k" else 0, schedule="pingpong")
+    gemm = hgg.HopperGroupedGemm(config)
+    stored = _stored_tiles(gemm, [130, 130, 200, 520, 585, 900], 900, 2, monkeypatch)
+    resources = {}
+    for *_, warpgroup_idx, _, used in stored:
+        resources.setdefault(warpgroup_idx, set()).add(used)
+    assert sorted(resources) == [1, 2] and all(len(used) == 1 for used in resources.values()), resources
+    (warp_1, buffer_1, barrier_1), (warp_2, buffer_2, barrier_2) = (resources[1].pop(), resources[2].pop())
+    assert warp_1 // 4 == 1 and warp_2 // 4 == 2 and barrier_1 != barrier_2
+    stages = gemm.epi_stages
+    assert gemm.epi_buffers == 2 * stages and sorted((buffer_1, buffer_2)) == [0, stages]
 
 
 @pytest.mark.parametrize("majors", [("k", "k"), ("k", "n"), ("m", "k")])
