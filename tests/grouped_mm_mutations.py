@@ -27,7 +27,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 from benchmarks.harness import has_hopper_gpu
 
@@ -316,9 +316,11 @@ SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
                                 "            cute.arch.sync_threads()",
                                 "        if cutlass.const_expr(False):\n            pass"),
 }
-# Seeded races that a test without a GPU also sees: name: pytest -k expression (cases' tests)
-SANITIZER_FOCUS: Dict[str, str] = {
-    "pingpong_warpgroups_share_sub_tile_buffers": "own_buffers",
+# Seeded races that a test without a GPU also sees: name: pytest's arguments
+SANITIZER_FOCUS: Dict[str, List[str]] = {
+    "pingpong_warpgroups_share_sub_tile_buffers": [*CASES_TESTS, "own_buffers"],
+    "schedule_unsynchronized": ["tests/test_grouped_mm_ptx.py", "-x", "-q", "-p", "no:cacheprovider", "-k",
+                                "schedule_is_written"],
 }
 
 
@@ -364,8 +366,7 @@ def commands(name: str) -> list:
             "compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
             sys.executable, "-m", "tests.kernels.grouped_mm_small"]
         seen_without_a_gpu = SANITIZER_FOCUS.get(name)
-        return ([[sys.executable, "-m", "pytest", *CASES_TESTS, seen_without_a_gpu]] if seen_without_a_gpu else []) + [
-            racecheck]
+        return ([[sys.executable, "-m", "pytest", *seen_without_a_gpu]] if seen_without_a_gpu else []) + [racecheck]
     if name not in FOCUS:
         return [[sys.executable, "-m", "pytest", *TESTS]]
     if name.startswith(("experts_", "combine_", "route_", "decode_")):

@@ -15,7 +15,8 @@
 - 8 WGMMAs (4 k-blocks x 2 call sites), transposed for MN-major operands; TMA loads per
   stage as the operands' majors need (one box per 64 elements of the contiguous mode);
   one TMA store per 32-column sub-tile;
-- the parameter bytes are the same at every G, up to MAX_GROUPS.
+- the parameter bytes are the same at every G, up to MAX_GROUPS;
+- a CTA barrier between the schedule warp's writes and the roles' first reads.
 """
 import re
 
@@ -131,6 +132,22 @@ def _boxes(case):
 def _t_contiguous_reduction(layout):
     """The grouped reduction with T, its K, contiguous in A or B: first k-tiles zeroed."""
     return layout["ragged"] == "k" and "k" in (layout["a_major"], layout["b_major"])
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_schedule_is_written_before_any_role_reads_it(compiled, case):
+    """The schedule warp writes the tile table into shared memory (its scan's shuffles
+    last), and the roles read it once they are dispatched (`setmaxnreg`). Between the two:
+    a barrier of the whole CTA; in pairs after the cluster's wait (the mbarriers ready in
+    both CTAs), which alone orders no shared-memory write."""
+    body = _entry(compiled, case).body
+    if _layout(case)["ragged"] == "batch":
+        assert "shfl.sync.up" not in body  # (no schedule: every tile from the block index)
+        return
+    dispatch = body.index("setmaxnreg")
+    between = body[body.rindex("shfl.sync.up", 0, dispatch):dispatch]
+    barriers = [" ".join(b.split()) for b in re.findall(r"barrier\.cluster\.wait|bar\.sync\s+0\b", between)]
+    assert barriers == (["barrier.cluster.wait"] if case in PAIRS else []) + ["bar.sync 0"], barriers
 
 
 @pytest.mark.parametrize("case", CASES)
