@@ -429,7 +429,20 @@ def plain(function: Any) -> Callable:
     """The Python function the DSL traces for `function`: under a `@cute.jit` its body;
     for a `@gcdsl.kernel` the desugared one (`Kernel.desugared_source`), as it runs."""
     traced = getattr(function, "_cute_kernel", function)  # (a gcdsl Kernel: what it gave `cute.kernel`)
-    return traced.__wrapped__
+    return _as_written(traced.__wrapped__)
+
+
+def _as_written(function: Callable) -> Callable:
+    """`function` with the code it was written with: once the DSL has traced a function in
+    this process, it has replaced the function's code with its own rewrite (loops and
+    branches as DSL regions), keeping the original as `_original_code`."""
+    code = getattr(function, "_original_code", None)
+    if code is None or code is function.__code__:
+        return function
+    written = types.FunctionType(code, function.__globals__, function.__name__, function.__defaults__,
+                                 function.__closure__)
+    written.__kwdefaults__ = function.__kwdefaults__
+    return written
 
 
 def plain_methods(instance: Any) -> None:
@@ -439,7 +452,7 @@ def plain_methods(instance: Any) -> None:
     for klass in reversed(type(instance).__mro__):  # (a class's own methods over its bases')
         for name, member in vars(klass).items():
             if isinstance(member, types.FunctionType) and hasattr(member, "__wrapped__"):
-                setattr(instance, name, types.MethodType(member.__wrapped__, instance))
+                setattr(instance, name, types.MethodType(_as_written(member.__wrapped__), instance))
 
 
 class Trap(Exception):
