@@ -1,20 +1,20 @@
 """Seeded bugs in the grouped GEMM kernel and the expert layer's other kernels (routing,
 combine), and the tests that must catch each.
 
-    python -m tests.grouped_mm_mutations             # every mutation (racecheck's need a Hopper GPU)
+    python -m tests.grouped_mm_mutations             # every mutation (racecheck needs a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
     python -m tests.grouped_mm_mutations --jobs 6     # six at once
     python -m tests.grouped_mm_mutations --list       # their names
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-`route_kernel.py`, `combine_kernel.py`, `decode_kernel.py` or `decode_ring.py`, in whichever file holds
-the text, once) in a copy of the tree (the kernel's source is read from its files, so
-the copy is what compiles), followed by the tests that must catch it in that copy,
-stopping at the first failure: first those that run the kernel's code on simulated
-threads (`tests/simt.py`; no GPU needed), then the GPU tests. A mutation that leaves
-them green is a hole in the tests: the run exits non-zero. The seeded races
-(`SANITIZER_MUTATIONS`) run compute-sanitizer's racecheck on the small case instead and
-must make it report.
+`route_kernel.py`, `combine_kernel.py`, `decode_kernel.py` or `decode_ring.py`, in
+whichever file holds the text, once) in a copy of the tree (the kernel's source is read
+from its files, so the copy is what compiles), followed by the tests that must catch it
+in that copy, stopping at the first failure: first those that need no GPU (the kernel's
+code on simulated threads, `tests/simt.py`, its views and its PTX), then the GPU tests.
+A mutation that leaves them green is a hole in the tests: the run exits non-zero. The
+seeded races (`SANITIZER_MUTATIONS`) run their tests without a GPU, then
+compute-sanitizer's racecheck on the small case, which must report.
 """
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def kernel_files(root: str = ROOT) -> Dict[str, str]:
 def occurrences(old: str, root: str = ROOT) -> Dict[str, int]:
     """Files of the kernel under `root` that hold `old`, with how often."""
     return {path: text.count(old) for path, text in kernel_files(root).items() if old in text}
-# The schedule's and the producer's tests on a simulated warp (tests/test_schedule.py,
-# tests/test_producer.py) come first: they need no GPU and fail within seconds where they can.
+# The tests that need no GPU (the schedule's and the producer's on a simulated warp, the
+# views') come first: they fail within seconds where they can.
 ON_A_SIMULATED_WARP = "on_a_simulated_warp"
 TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_operand_views.py", "tests/test_grouped_mm.py",
          "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider", "-k",
@@ -228,11 +228,11 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 }
 # Mutations of the other cases run only the cases' tests (the ragged-M tests compile
 # many configurations the mutation does not touch): name: pytest -k expression (in
-# tests/test_fused_moe.py for the expert layer's kernel, in the cases' files otherwise; the
-# producer's tests beside either)
+# tests/test_fused_moe.py and the producer's tests for the expert layer's kernels, in
+# CASES_TESTS otherwise)
 CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_consumers.py",
-               "tests/test_operand_views.py", "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py", "-x", "-q", "-p", "no:cacheprovider",
-               "-k"]
+               "tests/test_operand_views.py", "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py",
+               "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
