@@ -45,7 +45,7 @@ def _b_offsets(gemm, coordinates) -> list:
     def body():
         pointer = cute.make_ptr(gemm.ab_dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=16)
         b = gemm.operands(pointer, pointer, pointer, 64)[1]
-        offsets.extend(int(str(cute.crd2idx(coordinate, b.layout))) for coordinate in coordinates)
+        offsets.extend(int(cute.crd2idx(coordinate, b.layout)) for coordinate in coordinates)
 
     _traced(body)
     return offsets
