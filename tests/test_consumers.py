@@ -44,6 +44,7 @@ def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
     assert trap is None
     install(monkeypatch, consumers)
     monkeypatch.setattr(consumers, "warpgroup", types.SimpleNamespace(Field=types.SimpleNamespace(ACCUMULATE=0)))
+
     def named_barrier(barrier_id, num_threads):  # (one warpgroup at a time: no waits)
         return types.SimpleNamespace(barrier_id=barrier_id, arrive_and_wait=lambda: None, arrive=lambda: None)
 
