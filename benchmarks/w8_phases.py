@@ -116,7 +116,7 @@ def _decode_row(shape, tokens: int, active: int, phases, copy_gbps: float) -> di
     end_us = last["end"]
     gbps = shape.weight_bytes(active) / (end_us * 1e3)
     spans = {"gate-up GEMVs": last["gate-up GEMVs done"],
-             "routing grid, barrier": last["barrier over"] - last["gate-up GEMVs done"],
+             "barrier": last["barrier over"] - last["gate-up GEMVs done"],
              "down GEMVs, combine": end_us - last["barrier over"]}
     print(f"\n{shape.name}, {tokens} tokens: {active} active experts, kernel {end_us:.1f} us, "
           f"{gbps:.0f} GB/s of weights (copy bandwidth {copy_gbps:.0f} GB/s); to the last CTA: "

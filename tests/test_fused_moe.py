@@ -206,10 +206,11 @@ DECODE_SPILLS = {"decode_e128_h2048_i768_s8": 2, "decode_e128_h2048_i768_s16": 0
 
 @pytest.mark.parametrize("case", DECODE_CASES)
 def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier(experts_kernels, case):
-    """One kernel; its weights in 16-byte loads, no local memory; it checks the ids
-    (the routing kernel's two traps) before it reads a weight; it waits for the routing
-    grid (which zeroes the counter) only before the barrier between its GEMVs: one
-    release add, then an acquire spin; its down rows asked of L2 to keep between the
+    """One kernel; its weights in 16-byte loads, no local memory; it waits for the grid
+    before it (the router's) before it reads anything; it checks the ids (the routing
+    kernel's two traps) before it reads a weight; at the barrier between its GEMVs one
+    release add, then an acquire spin, then one acq_rel add to the count of CTAs past
+    it, whose last CTA zeroes both counts; its down rows asked of L2 to keep between the
     add and the wait (or, early, before its gate-up GEMVs); three traps with messages;
     where they fit, down rows copied into shared memory while the gate-up GEMVs run."""
     from gcdsl import ptx
@@ -217,16 +218,12 @@ def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier
     text = experts_kernels.ptx(case)
     ptx.single_entry(text)
     assert text.count("ld.global.v4") >= 4 and "ld.local" not in text and "st.local" not in text
-    assert text.count("griddepcontrol.wait;") == 1
-    # (an atom without a scope is GPU-scoped)
-    assert re.findall(r"atom\.[^ ]*", text) == ["atom.global.release.add.u32"], re.findall(r"atom\.[^ ]*", text)
-    assert len(re.findall(r"ld\.acquire\.gpu\.global", text)) == 2  # the first look, then the spin's
+    _assert_one_grid_wait_and_a_barrier_left_zeroed(text)
     assert text.count("trap;") == 3
     formats = " ".join(ptx.format_strings(text))
     assert "an id below 0" in formats and "an id of E or more" in formats and "waited 20 s" in formats
     assert text.index("trap;") < text.index("ld.global.v4")
-    wait, add = text.index("griddepcontrol.wait;"), text.index("atom.global.release")
-    assert text.rindex("ld.global.v4", 0, wait) > 0 and wait < add < text.index("ld.acquire.gpu")
+    add = text.index("atom.global.release")
     prefetch = text.index("prefetch.global.L2::evict_last")
     if case.endswith("_early_prefetch"):
         assert prefetch < text.index("ld.global.v4")
@@ -275,9 +272,28 @@ def test_streamed_decode_kernel_reads_its_weights_from_a_ring_refilled_only_afte
         assert 1 <= issue.count("cp.async.bulk") <= 2, issue  # (a site's copies, after their bytes are expected)
     for after_wait in re.findall(r"mbarrier\.try_wait(?:(?!mbarrier\.try_wait).)*?cp\.async\.bulk", text, re.S):
         assert "bar.sync" in after_wait, after_wait[-2000:]
-    assert text.count("griddepcontrol.wait;") == 1
-    assert re.findall(r"atom\.[^ ]*", text) == ["atom.global.release.add.u32"]
+    _assert_one_grid_wait_and_a_barrier_left_zeroed(text)
     assert text.index("mbarrier.try_wait") < text.index("ld.shared.v4")
+
+
+def _assert_one_grid_wait_and_a_barrier_left_zeroed(text: str) -> None:
+    """A decode build's PTX: the wait for the grid before it, first of all (before any
+    global load); then at its grid barrier one release add and an acquire spin until
+    every CTA is there; then one acq_rel add to the count of CTAs past it (the counter's
+    second word), after which the last CTA past it stores zero to both words."""
+    assert text.count("griddepcontrol.wait;") == 1 and text.index("griddepcontrol.wait;") < text.index("ld.global")
+    atoms = re.findall(r"atom\.[^ ]*", text)  # (an atom without a scope is GPU-scoped)
+    assert atoms == ["atom.global.release.add.u32", "atom.global.acq_rel.add.u32"], atoms
+    assert len(re.findall(r"ld\.acquire\.gpu\.global", text)) == 2  # the first look, then the spin's
+    assert text.index("atom.global.release") < text.index("ld.acquire.gpu")
+    counter = re.search(r"atom\.global\.release\.add\.u32\s+%r\d+, \[(%rd\d+)\], 1;", text).group(1)
+    leave = re.search(rf"add\.s64\s+(%rd\d+), {counter}, 4;\s+atom\.global\.acq_rel\.add\.u32\s+(%r\d+), \[\1\], 1;"
+                      rf"\s+setp\.ne\.b32\s+(%p\d+), \2, (\d+);\s+@\3 bra\s+(\$L__BB\d+_\d+);"
+                      rf"\s+st\.global\.b32\s+\[{counter}\], 0;\s+st\.global\.b32\s+\[{counter}\+4\], 0;\s+\5:", text)
+    assert leave and text.rindex("ld.acquire.gpu") < leave.start(), counter
+    seen = re.search(r"ld\.acquire\.gpu\.global\.b32\s+(%r\d+)", text[text.rindex("ld.acquire.gpu"):]).group(1)
+    ctas = int(re.search(rf"setp\.lt\.s32\s+%p\d+, {seen}, (\d+);", text).group(1))  # (the spin's: every CTA there)
+    assert int(leave.group(4)) == ctas - 1 and ctas >= 8, (leave.group(4), ctas)
 
 
 @pytest.mark.parametrize("case", DECODE_CASES)
@@ -708,8 +724,7 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
         w2_t = torch.empty(8, 256, 256, dtype=w2.dtype, device="cuda").transpose(1, 2)  # stored (E, I, H)
         cases = [((x, w1, w2_t, weights, ids), "w2", "contiguous"),
                  (_layer(hidden=256, inter=192, tokens=1, k=8), "w1", "steps of 256"),
-                 (_layer(hidden=256, inter=256, tokens=5, k=8), "topk_ids", "1 to 32"),
-                 (_layer(experts=1025, hidden=256, inter=256, tokens=1, k=8), "w1", "counts up to 1024")]
+                 (_layer(hidden=256, inter=256, tokens=5, k=8), "topk_ids", "1 to 32")]
         errors = []
         for args, _, _ in cases:
             with pytest.raises(GcdslError) as info:
@@ -943,8 +958,8 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     (`tests/simt.py`; 8 SMs' worth, so 8 CTAs): its sort of the slots, the gate-up GEMVs
     into act, the down rows staged in shared memory (every expert a slot reaches by
     default; with `staged_experts=2` the first two, the others read through L2), the
-    barrier, the down GEMVs (an expert of one, two and three slots) and the
-    combine, against the layer in float64 (E 8, H 256, I 256). CTAs of 512 threads at one
+    barrier (its counter left zero), the down GEMVs (an expert of one, two and three
+    slots) and the combine, against the layer in float64 (E 8, H 256, I 256). CTAs of 512 threads at one
     token, as the kernel runs; of 64 (two warps, the kernel's THREADS and WARPS set so)
     elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
     With `trace`, the same result, and each CTA's phase stamps after the counter, in the
@@ -999,12 +1014,12 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 120.0)
     act = np.full((tokens * k, inter), np.nan)
     out = np.full((tokens, hidden), np.nan)
-    # (with `trace`, the counter's 8 bytes, then each CTA's stamps: elements of 8 bytes here)
-    counter = np.zeros(1 + decode_kernel.STAMP_SLOTS * kernel.ctas if trace else 1, dtype=np.int64)
+    # the counter's two words; with `trace`, each CTA's stamps after them (a stamp to an element here)
+    counter = np.zeros(2 + 2 * decode_kernel.STAMP_SLOTS * kernel.ctas if trace else 2, dtype=np.int64)
     args = (vector_rows(x, kernel.vector, memory), Shared.of(sum(ids, [])), Shared.of(weights.reshape(-1)),
             memory.tensor(w1.reshape(-1), kernel._rows_of(2 * inter, hidden), 2),
             memory.tensor(w2.reshape(-1), kernel._rows_of(hidden, inter), 2), vector_rows(act, kernel.vector, memory),
-            memory.tensor(counter, make_layout(1), 8 if trace else 4), vector_rows(out, kernel.vector, memory))
+            memory.tensor(counter, make_layout(2), 4), vector_rows(out, kernel.vector, memory))
     ctas = [Threads(threads, block=(b, 0, 0)) for b in range(kernel.ctas)]
     for cta in ctas:
         slots = decode_kernel.MAX_SLOTS
@@ -1021,11 +1036,12 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
             cta.storage.ring = SharedField(plan.stages * plan.buffer_bytes // 2)
     kernel.shared_storage = "the struct `__call__` makes (each CTA's `storage` stands in for it)"
     run_grid(ctas, lambda: plain(decode_kernel.MoeDecode.kernel)(kernel, *args))
-    assert counter[0] == kernel.ctas
+    assert (counter[:2] == 0).all(), counter[:2]  # (left zero for the next launch)
     assert np.allclose(out, expected, rtol=1e-9, atol=1e-12), np.abs(out - expected).max()
     if trace:
-        stamps = counter[1:].reshape(kernel.ctas, decode_kernel.STAMP_SLOTS)
-        assert len(decode_kernel.PHASES) == decode_kernel.STAMP_SLOTS
+        phases = len(decode_kernel.PHASES)
+        assert phases <= decode_kernel.STAMP_SLOTS
+        stamps = counter[2:].reshape(kernel.ctas, 2 * decode_kernel.STAMP_SLOTS)[:, :phases]
         for cta in stamps:  # (every CTA has down rows here)
             assert (cta > 0).all() and (np.diff(cta) >= 0).all(), cta
         barrier_over = decode_kernel.PHASES.index("barrier over")
@@ -1240,13 +1256,13 @@ def test_one_kernel_gathers_rows_of_x_through_any_view(view):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tokens, inter, expert_kernel", [(1, 128, "MoeExperts"), (64, 128, "MoeExperts"),
-                                                          (1, 256, "MoeDecode")])
-def test_decode_layer_is_two_kernels_the_route_and_the_expert_kernel(tokens, inter, expert_kernel, monkeypatch):
-    """At decode `fused_moe` launches the routing kernel and one expert kernel (the one
-    tensor-core kernel; the decode kernel where I is a multiple of 256), nothing else:
-    no gather of x, no combine, no fill (its scratch as the op allocates it, not the
-    NaN-filled tensors of the other tests)."""
+@pytest.mark.parametrize("tokens, inter, kernels", [(1, 128, ["RouteSlots", "MoeExperts"]),
+                                                    (64, 128, ["RouteSlots", "MoeExperts"]), (1, 256, ["MoeDecode"])])
+def test_decode_layer_is_the_expert_kernel_after_the_routing_kernel_or_alone(tokens, inter, kernels, monkeypatch):
+    """At decode `fused_moe` launches the routing kernel and the one tensor-core kernel,
+    or (where I is a multiple of 256) the decode kernel alone, nothing else: no gather of
+    x, no combine, no fill, no memset of a counter (its scratch as the op allocates it,
+    not the NaN-filled tensors of the other tests)."""
     import importlib
 
     fm = importlib.import_module("gcdsl.ops.fused_moe")
@@ -1262,8 +1278,8 @@ def test_decode_layer_is_two_kernels_the_route_and_the_expert_kernel(tokens, int
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         out = gcdsl.ops.fused_moe(x, w1, w2, weights, ids)
         torch.cuda.synchronize()
-    kernels = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-    assert len(kernels) == 2 and "RouteSlots" in kernels[0] and expert_kernel in kernels[1], kernels
+    launched = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert len(launched) == len(kernels) and all(k in name for k, name in zip(kernels, launched)), launched
     _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
 
 
@@ -1372,10 +1388,66 @@ def test_decode_phases_come_in_order_and_leave_the_result_as_it_is(shape, tokens
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("streamed", [False, True])
-def test_decode_kernel_replays_after_the_routing_changed(streamed):
+@pytest.mark.parametrize("streamed, counters", [(False, "pooled"), (True, "pooled"), (False, "zeroed a call")])
+def test_decode_kernel_replays_after_the_routing_changed(streamed, counters, monkeypatch):
+    """Captured, its counter is one of its own from `grid_barrier`'s pool, or (`zeroed a
+    call`) zeroed by a memset in the graph."""
+    from gcdsl.ops import grid_barrier
+
+    if counters == "zeroed a call":
+        monkeypatch.setattr(grid_barrier, "counter", lambda device, ints: None)
     layer = functools.partial(fused_moe_decode, streamed=streamed)
     _replays_after_the_routing_changed(layer, experts=16, hidden=256, inter=512, tokens=4, k=8)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("counters", ["pooled", "zeroed a call"])
+def test_decode_kernel_leaves_its_counter_zero_for_every_launch_after_it(counters, monkeypatch):
+    """Launches of the decode kernel in a row on one stream, on two streams at once and
+    replayed from a graph, each checked against float32; its stream's counter zero after
+    them. With `zeroed a call`, `grid_barrier` has no counter to give, and each call
+    zeroes its own."""
+    from gcdsl.ops import grid_barrier
+
+    if counters == "zeroed a call":
+        monkeypatch.setattr(grid_barrier, "counter", lambda device, ints: None)
+    experts, hidden, inter, tokens, k = 16, 256, 512, 2, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    layers = []
+    for seed in range(4):
+        x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+        layers.append((x, *_routing(tokens, experts, k, "random", seed=seed)))
+    for x, weights, ids in layers:
+        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    torch.cuda.synchronize()
+    outs = {}
+    for _ in range(8):  # (the two streams' launches overlap: a shared counter would break both)
+        for i, stream in enumerate(streams):
+            with torch.cuda.stream(stream):
+                outs[i] = [fused_moe_decode(x, w1, w2, weights, ids) for x, weights, ids in layers[2 * i:2 * i + 2]]
+    torch.cuda.synchronize()
+    for i in range(2):
+        for out, (x, weights, ids) in zip(outs[i], layers[2 * i:2 * i + 2]):
+            _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+    if counters == "pooled":
+        for stream in [torch.cuda.current_stream(), *streams]:
+            with torch.cuda.stream(stream):
+                assert grid_barrier.counter(x.device, 2).tolist() == [0, 0]
+
+
+@pytest.mark.gpu
+def test_decode_takes_more_experts_than_the_routing_kernel_counts():
+    """The decode kernel sorts the slots itself (no routing kernel before it): E past the
+    routing kernel's MAX_SLOTS, ids near the top among them."""
+    from gcdsl.ops.route_kernel import MAX_SLOTS
+
+    experts, hidden, inter, tokens, k = MAX_SLOTS + 76, 256, 256, 2, 8
+    w1, w2 = _weights(experts, hidden, inter)
+    x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
+    weights, ids = _routing(tokens, experts, k, "random")
+    ids[0, :2] = torch.tensor([experts - 1, MAX_SLOTS])
+    _check_close(gcdsl.ops.fused_moe(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@ with the few rows on CUDA cores:
     barrier    every CTA's act written: each CTA adds one to a counter (release, GPU
                scope), asks L2 for its down rows of the active experts not staged, to
                keep (evict_last), and waits for all (acquire); then it reads act;
+               the last CTA past the barrier zeroes the counter for the next launch;
     down       CTA b: rows [b rows, (b + 1) rows) of H of every active expert's w2
                (shared memory or L2) against act's rows of the expert's slots into y
                (fp32, shared memory); a warp takes 8 staged rows at once and reduces
@@ -29,10 +30,11 @@ with the few rows on CUDA cores:
                (the same sum on every run), into out in x's type.
 
 Every CTA runs at once (the grid is at most the SMs), so the barrier's wait ends; a wait
-past WAIT_LIMIT_NS traps with a message instead of hanging. The routing kernel before it
-(`route_kernel`) zeroes the counter: this kernel starts while that one runs (programmatic
-stream serialization; it reads only the layer's inputs and its own act until then) and
-waits for its end before it adds to the counter.
+past WAIT_LIMIT_NS traps with a message instead of hanging. The layer is this one kernel:
+the counter is zero when it starts and when it ends (`grid_barrier` hands out such
+counters), and it checks the ids itself. It is launched with programmatic stream
+serialization and waits for the grid before it (the router's, say) before it reads
+anything: a kernel before it that lets it start early may still be writing topk_ids.
 
 Streamed (`streamed=True`, `decode_ring`): every weight row a CTA reads comes through one
 ring of shared-memory buffers filled by bulk copies, in the order the CTA reads them (its
@@ -70,8 +72,8 @@ BATCH = 4  # rows of x (or act) an expert of three slots or more takes at once (
 STAGED_UNIT_ROWS = 8  # rows of a staged expert a warp takes at once (their sums reduced together)
 HEADER_BYTES = 1024  # shared memory before the staged down rows: the sorted slots, an mbarrier
 # What each of a CTA's phase stamps marks with `trace` (a CTA without down rows stamps the
-# first five), in slot order; STAMP_SLOTS Int64 a CTA.
-PHASES = ("start", "slots sorted", "gate-up GEMVs done", "routing grid over", "barrier over",
+# first four), in slot order; STAMP_SLOTS Int64 a CTA (the last one unused).
+PHASES = ("start", "slots sorted", "gate-up GEMVs done", "barrier over",
           "staged down rows landed", "down GEMVs done", "end")
 STAMP_SLOTS = 8
 
@@ -106,8 +108,9 @@ class MoeDecode(RingStream):
         (x, ids, weights, w1, w2, act, counter, out, stream)
     all pointers: x (T, H) and out (T, H), act (T k, I), w1 (E, 2I, H) and w2 (E, H, I),
     16-byte aligned and contiguous; ids (T k,) and weights (T k,) Float32, the router's
-    top-k flattened; counter one Int32, zero when the kernel before this one ends (with
-    `trace`, 8 + 64 CTAs bytes, the stamps' zeroed)."""
+    top-k flattened; counter two Int32 (the CTAs at the barrier, the CTAs past it), zero
+    when the kernel starts, and zero again when it ends (with `trace`, 8 + 64 CTAs bytes,
+    the stamps' zeroed)."""
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
                  sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None,
@@ -241,7 +244,7 @@ class MoeDecode(RingStream):
         w2 = rows_of(w2_ptr, hidden, inter)
         ids = cute.make_tensor(ids_ptr, cute.make_layout(self.slots))
         weights = cute.make_tensor(weight_ptr, cute.make_layout(self.slots))
-        counter = cute.make_tensor(counter_ptr, cute.make_layout(1))
+        counter = cute.make_tensor(counter_ptr, cute.make_layout(2))
 
         self.shared_storage = self._shared_storage()
         self.kernel(x, ids, weights, w1, w2, act, counter, out).launch(
@@ -271,6 +274,7 @@ class MoeDecode(RingStream):
                                         cute.AddressSpace.gmem, assumed_align=8)
             stamps = cute.make_tensor(first_stamp, cute.make_layout(STAMP_SLOTS))
         self.stamp(stamps, "start", tidx)
+        cute.arch.griddepcontrol_wait()  # (the grid before this one over: topk_ids written)
 
         if warp == 0:
             self.route(ids, token, row_of, active_expert, active_first, active_count, active, lane)
@@ -313,12 +317,7 @@ class MoeDecode(RingStream):
             cute.arch.sync_threads()
             self.stamp(stamps, "gate-up GEMVs done", tidx)
 
-        # Up to here the kernel has read the layer's inputs and written act, which the
-        # routing kernel before it never touches; the counter it zeroes is read after
-        # that grid's end.
-        cute.arch.griddepcontrol_wait()
         cute.arch.sync_threads()  # this CTA's act written
-        self.stamp(stamps, "routing grid over", tidx)
         if tidx == 0:
             cute.arch.fence_acq_rel_gpu()
             cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
@@ -328,6 +327,7 @@ class MoeDecode(RingStream):
         if tidx == 0:
             self.wait_for_all(counter)
             self.stamp(stamps, "barrier over", tidx)
+            self.leave_barrier(counter)
         cute.arch.sync_threads()  # every CTA's act written
 
         if has_down_rows:
@@ -503,6 +503,16 @@ class MoeDecode(RingStream):
                         "gcdsl: the decode kernel's CTAs waited 20 s for each other: not every CTA of the kernel "
                         "runs at once (SMs held by other work?)\n")
         cute.arch.fence_acq_rel_gpu()
+
+    @cute.jit
+    def leave_barrier(self, counter: cute.Tensor):
+        """One more CTA past the barrier (counter[1]); the last one zeroes both counts for
+        the next launch. Every other CTA has read counter[0] for the last time by then:
+        its add follows its acquire load that saw every CTA there."""
+        before = cute.arch.atomic_add(counter.iterator + 1, cutlass.Int32(1), sem="acq_rel", scope="gpu")
+        if before == self.ctas - 1:
+            counter[0] = cutlass.Int32(0)
+            counter[1] = cutlass.Int32(0)
 
     @cute.jit
     def down(self, act: cute.Tensor, w2: cute.Tensor, staged: cute.Tensor, y: cute.Tensor,

@@ -50,6 +50,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 
+from . import grid_barrier
 from .grouped_cases import fail, require_hopper
 from .grouped_mm import grouped_mm, grouped_mm_swiglu, plain_eager_call
 
@@ -129,18 +130,17 @@ def _fused_moe_impl(x, w1, w2, topk_weights, topk_ids) -> torch.Tensor:
 def decode_applies(experts: int, hidden: int, inter: int, slots: int) -> bool:
     """Whether the decode kernel takes a layer of these sizes and `slots` T k token slots:
     1 to `decode_kernel.MAX_SLOTS` slots, H and I multiples of 256 (a warp's 16-byte
-    vectors of a row in whole steps) and E within the routing kernel's."""
+    vectors of a row in whole steps), any E."""
     from .decode_kernel import MAX_SLOTS
-    from .route_kernel import MAX_SLOTS as ROUTE_MAX_EXPERTS
 
-    return 0 < slots <= MAX_SLOTS and hidden % 256 == 0 and inter % 256 == 0 and experts <= ROUTE_MAX_EXPERTS
+    return 0 < slots <= MAX_SLOTS and hidden % 256 == 0 and inter % 256 == 0
 
 
 def fused_moe_decode(x: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, topk_weights: torch.Tensor,
                      topk_ids: torch.Tensor, *, early_prefetch: bool = False,
                      staged_experts: Optional[int] = None, streamed: bool = False) -> torch.Tensor:
     """`fused_moe` by the decode kernel (`decode_kernel`), whatever the slot count: both
-    GEMMs as GEMVs on CUDA cores, one kernel after the routing's. w1 and w2 contiguous;
+    GEMMs as GEMVs on CUDA cores, the whole layer in one kernel. w1 and w2 contiguous;
     H and I multiples of 256; at most `decode_kernel.MAX_SLOTS` slots (T k).
     `early_prefetch=True`: each CTA asks L2 for its down rows before its gate-up GEMVs,
     not at the barrier; `staged_experts`: at most so many active experts' down rows
@@ -164,12 +164,7 @@ def _check_decode(x, w1, w2, topk_weights, topk_ids, staged_experts, early_prefe
     if not 0 < topk_ids.numel() <= MAX_SLOTS:
         fail(f"topk_ids holds {topk_ids.numel()} slots (T k); the decode kernel takes 1 to {MAX_SLOTS}",
              param="topk_ids", hint="call gcdsl.ops.fused_moe, which picks the kernel for the slot count")
-    if not decode_applies(experts, hidden, inter, topk_ids.numel()):  # (E past the routing kernel's, or H or I)
-        from .route_kernel import MAX_SLOTS as ROUTE_MAX_EXPERTS
-
-        if experts > ROUTE_MAX_EXPERTS:
-            fail(f"E = {experts}: the decode kernel follows the routing kernel, which counts up to "
-                 f"{ROUTE_MAX_EXPERTS} experts", param="w1", hint="call gcdsl.ops.fused_moe")
+    if not decode_applies(experts, hidden, inter, topk_ids.numel()):  # (H or I)
         fail(f"H = {hidden} and I = {inter}: the decode kernel reads rows in steps of 256 columns", param="w1",
              hint="call gcdsl.ops.fused_moe, which takes the tensor-core kernels for these sizes")
     if staged_experts is not None and (not isinstance(staged_experts, int) or staged_experts < 0):
@@ -210,10 +205,10 @@ def _microseconds(stamps: torch.Tensor, phases: Tuple[str, ...]) -> Dict[str, to
 
 def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
             staged_experts: Optional[int] = None, trace: bool = False, streamed: bool = False):
-    """The decode kernel, which sorts the slots itself, after the routing kernel (`route`),
-    which here checks the ids and zeroes the decode kernel's barrier counter: the decode
-    kernel starts while it runs and waits for it only at its barrier. With `trace`,
-    (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS) int64 ns)."""
+    """The decode kernel, the whole layer: it checks the ids and sorts the slots itself, and
+    its barrier's counter comes zero from `grid_barrier` (zeroed here only where that has
+    none to give). With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
+    int64 ns)."""
     require_hopper(x.device, "x", "fused_moe")
     import cutlass
 
@@ -236,11 +231,12 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
                                lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms,
                                                  early_prefetch, staged_experts, trace, streamed),
                                index)
-    if trace:  # the counter, 4 bytes to 8, then each CTA's Int64 stamps (two Int32 each), zeroed
+    if trace:  # the counter's two Int32, then each CTA's Int64 stamps (two Int32 each), zeroed
         counter = torch.zeros(2 + 2 * STAMP_SLOTS * decode.ctas, dtype=torch.int32, device=x.device)
     else:
-        counter = _scratch(1, 1, x, torch.int32)[0]
-    route(ids.view(tokens, top_k), experts, zeros=counter[:1])  # (the counter zeroed by its kernel)
+        counter = grid_barrier.counter(x.device, 2)
+        if counter is None:
+            counter = torch.zeros(2, dtype=torch.int32, device=x.device)
     x, weights = _by_address(x, topk_weights)
     act = _scratch(total, inter, x)
     out = _scratch(tokens, hidden, x)
