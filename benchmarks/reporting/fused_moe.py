@@ -171,9 +171,9 @@ def _forced_cells(shape: str, tokens: int, us: Dict[str, float], forms) -> List[
 
 def _forced_replays(source: Dict[str, Any]) -> str:
     """What a forced run's times are, after its command."""
-    config = source["config"]
-    return (f" (at `{source['machine'].get('gcdsl_git', '?')}`): microseconds per layer replayed from CUDA graphs, "
-            f"median of {config.get('rounds')} rounds of {config.get('calls')} calls.")
+    config, machine = source["config"], source["machine"]
+    return (f" (at `{machine.get('gcdsl_git', '?')}`, on an {machine.get('gpu', '?')}): microseconds per layer "
+            f"replayed from CUDA graphs, median of {config.get('rounds')} rounds of {config.get('calls')} calls.")
 
 
 def _forced_tokens(points) -> str:
@@ -251,6 +251,53 @@ def region_w8_streamed(results: Results) -> Optional[str]:
         "Ratios: each form's time over the streamed build's (above 1, the streamed build is faster):", "",
         md_table(["shape", "tokens", "torch", *STREAMED_FORMS, "fused_moe", "decode vs streamed",
                   "one kernel vs streamed", "HBM fraction, decode", "HBM fraction, streamed"], table)])
+
+
+# The decode layer launched as two kernels (the routing kernel, which zeroed the decode
+# kernel's barrier counter, then the decode kernel) and as the decode kernel alone: runs of
+# `w8_fused_moe.py` at the two commits in turn, W8_ab_two_<n>.json and W8_ab_one_<n>.json
+LAUNCH_FORMS = {"two kernels": "W8_ab_two_", "one kernel": "W8_ab_one_"}
+
+
+def region_w8_decode_launches(results: Results) -> Optional[str]:
+    """The decode layer as two kernels against the decode kernel alone, graph replays and
+    eager calls, each form's median over its runs (with their spread) and torch's
+    beside them."""
+    runs = {form: [results[name] for name in sorted(results) if name.startswith(prefix)]
+            for form, prefix in LAUNCH_FORMS.items()}
+    if not all(runs.values()):
+        return None
+
+    def us(sources, variant):
+        by_point: Dict[Tuple, List[float]] = {}
+        for source in sources:
+            for r in source["results"]:
+                if r["variant"] == variant and ok(r):
+                    by_point.setdefault((r["shape"], r["tokens"], r["mode"]), []).append(r["us"])
+        return by_point
+
+    torch = us([s for sources in runs.values() for s in sources], "torch")
+    forms = {form: us(sources, "fused_moe") for form, sources in runs.items()}
+    table = []
+    for point in forms["one kernel"]:
+        two, one = forms["two kernels"].get(point), forms["one kernel"][point]
+        if not two:
+            continue
+        cells = [point[0], str(point[1]), point[2], f1(statistics.median(torch.get(point, [float("nan")])))]
+        cells += [f"{f1(statistics.median(v))} [{span(v, f1)}]" for v in (two, one)]
+        table.append(cells + [ratio(statistics.median(two) / statistics.median(one))])
+    first = {form: sources[0] for form, sources in runs.items()}
+    config, machine = first["one kernel"]["config"], first["one kernel"]["machine"]
+    return "\n".join([
+        f"Command: `python benchmarks/w8_fused_moe.py --shapes qwen3-30b-a3b --tokens 1,2 --variants torch,fused_moe "
+        f"--rounds {config.get('rounds')} --json W8_ab_<form>_<n>`, run at "
+        f"`{first['two kernels']['machine'].get('gcdsl_git', '?')}` (*two kernels*: the routing kernel, which zeroed "
+        f"the decode kernel's barrier counter, then the decode kernel) and at `{machine.get('gcdsl_git', '?')}` "
+        f"(*one kernel*: the decode kernel alone, its counter left zero by its last CTA past the barrier), in turn, "
+        f"{len(runs['one kernel'])} runs each, on an {machine.get('gpu', '?')}. Microseconds per layer, each run's median "
+        f"of {config.get('rounds')} rounds of {config.get('calls')} calls; the median over a form's runs with their "
+        "spread in brackets, torch's over all runs. Ratio: two kernels' time over one's (above 1, one is faster):", "",
+        md_table(["shape", "tokens", "mode", "torch", "two kernels", "one kernel", "two / one"], table)])
 
 
 # W8_lead.json's forced variants: the one kernel with its down tiles dealt round all the CTAs at
