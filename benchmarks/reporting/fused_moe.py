@@ -300,6 +300,61 @@ def region_w8_decode_launches(results: Results) -> Optional[str]:
         md_table(["shape", "tokens", "mode", "torch", "two kernels", "one kernel", "two / one"], table)])
 
 
+def region_w8_decode_phases(results: Results) -> Optional[str]:
+    """`W8_decode_phases.json` (`w8_phases.py --kernel decode`): the decode kernel's span
+    at each point cut at the last CTA's gate-up GEMVs and at the last CTA past the
+    barrier, and the rate at which it streamed its weights."""
+    if "W8_decode_phases" not in results:
+        return None
+    source = results["W8_decode_phases"]
+    config, machine = source["config"], source["machine"]
+    table = []
+    for r in source["results"]:
+        if not ok(r):
+            continue
+        spans = r["spans_us"]
+        table.append([r["shape"], str(r["tokens"]), str(r["active_experts"]), f1(r["kernel_us"]),
+                      f1(spans["gate-up GEMVs"]), f1(spans["barrier"]), f1(spans["down GEMVs, combine"]),
+                      f"{r['gbps']:.0f}", pct(r["gbps"] / config["copy_gbps"])])
+    return "\n".join([
+        f"Command: `python benchmarks/w8_phases.py --kernel decode --tokens "
+        f"{','.join(map(str, sorted({r['tokens'] for r in source['results']})))}` (at "
+        f"`{machine.get('gcdsl_git', '?')}`, on an {machine.get('gpu', '?')}): the decode kernel's stamped build "
+        f"(`fused_moe.decode_phases`), the median of {config.get('calls')} calls' stamps, microseconds from the first "
+        "CTA's start: to the last CTA's gate-up GEMVs, then to the last CTA past the barrier, then to the kernel's "
+        f"end; GB/s: the active experts' weight bytes over the kernel's span, and its fraction of the device-to-device "
+        f"copy bandwidth ({config['copy_gbps']:.0f} GB/s):", "",
+        md_table(["shape", "tokens", "active experts", "kernel us", "gate-up GEMVs", "barrier", "down GEMVs, combine",
+                  "GB/s", "of copy bandwidth"], table)])
+
+
+def region_w8_decode_stream(results: Results) -> Optional[str]:
+    """`W8_decode_stream.json`: the decode kernel's two ways of streaming weights alone,
+    at its bytes a CTA at one token and at a long stream, each way's best setting."""
+    if "W8_decode_stream" not in results:
+        return None
+    source = results["W8_decode_stream"]
+    best: Dict[Tuple, Tuple[float, str]] = {}
+    for r in source["results"]:
+        if not ok(r):
+            continue
+        setting = (f"{r['in_flight']} in flight" if r["method"] == "loads"
+                   else f"{r['stages']} x {r['chunk'] // 1024} KiB")
+        key = (r["method"], r["ctas"], r["kib_per_cta"])
+        if key not in best or r["gbps"] > best[key][0]:
+            best[key] = (r["gbps"], setting)
+    table = [[method, str(ctas), str(kib), setting, f"{gbps:.0f}"]
+             for (method, ctas, kib), (gbps, setting) in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0]))]
+    machine = source["machine"]
+    return "\n".join([
+        f"Command: `python -m benchmarks.w8_decode_stream` (at `{machine.get('gcdsl_git', '?')}`, on an "
+        f"{machine.get('gpu', '?')}): 512-thread CTAs that stream weights and add them up, nothing else; *loads*: "
+        "per-thread 16-byte loads (the gate-up GEMVs' way), *bulk*: a ring of bulk copies into shared memory (the "
+        f"staging's and the streamed build's way); each way's fastest setting; GB/s: bytes over the launch's device "
+        f"time (CUDA events, median of {source['config'].get('reps')}):", "",
+        md_table(["way", "CTAs", "KiB a CTA", "fastest setting", "GB/s"], table)])
+
+
 # W8_lead.json's forced variants: the one kernel with its down tiles dealt round all the CTAs at
 # once (lead 0) and with two or three rounds of them first to the CTAs a gate-up tile short
 LEAD_FORMS = ("one kernel lead 0", "one kernel lead 2", "one kernel lead 3")
