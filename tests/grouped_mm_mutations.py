@@ -187,7 +187,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "decode_last_row_of_a_batch_unstored": ("if lane == r and done + r < count:", "if lane == r and done + r < count - 1:"),
     "decode_down_rows_one_block_on": ("first_row = bidx * self.rows\n", "first_row = bidx * self.rows + 1\n"),
     "decode_barrier_one_cta_short": ("while seen < self.ctas:", "while seen < self.ctas - 1:"),
-    "decode_no_wait_for_the_grid_before": ("        cute.arch.griddepcontrol_wait()  # (the grid before", "        # ("),
+    "decode_no_wait_for_the_grid_before": ("        cute.arch.griddepcontrol_wait()  # (the grid before",
+                                           "        # ("),
     # the barrier's counter left as it is for the next launch, or zeroed by the first CTA past it
     "decode_barrier_count_left_for_the_next_launch": ("            counter[0] = cutlass.Int32(0)\n", ""),
     "decode_barrier_zeroed_by_the_first_cta_past": ("if before == self.ctas - 1:", "if before == 0:"),

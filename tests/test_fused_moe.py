@@ -959,9 +959,9 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     into act, the down rows staged in shared memory (every expert a slot reaches by
     default; with `staged_experts=2` the first two, the others read through L2), the
     barrier (its counter left zero), the down GEMVs (an expert of one, two and three
-    slots) and the combine, against the layer in float64 (E 8, H 256, I 256). CTAs of 512 threads at one
-    token, as the kernel runs; of 64 (two warps, the kernel's THREADS and WARPS set so)
-    elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
+    slots) and the combine, against the layer in float64 (E 8, H 256, I 256). CTAs of
+    512 threads at one token, as the kernel runs; of 64 (two warps, the kernel's THREADS
+    and WARPS set so) elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
     With `trace`, the same result, and each CTA's phase stamps after the counter, in the
     order of its work, none before another CTA's gate-up GEMVs ended. `streamed`: every
     weight through the ring (`decode_ring`), at one token and with an expert of five
@@ -1403,10 +1403,10 @@ def test_decode_kernel_replays_after_the_routing_changed(streamed, counters, mon
 @pytest.mark.gpu
 @pytest.mark.parametrize("counters", ["pooled", "zeroed a call"])
 def test_decode_kernel_leaves_its_counter_zero_for_every_launch_after_it(counters, monkeypatch):
-    """Launches of the decode kernel in a row on one stream, on two streams at once and
-    replayed from a graph, each checked against float32; its stream's counter zero after
-    them. With `zeroed a call`, `grid_barrier` has no counter to give, and each call
-    zeroes its own."""
+    """Launches of the decode kernel in a row on one stream and on two streams at once,
+    each checked against float32; each stream's counter zero after them. With `zeroed a
+    call`, `grid_barrier` has no counter to give, and each call zeroes its own.
+    (`test_decode_kernel_replays_after_the_routing_changed`: from a graph.)"""
     from gcdsl.ops import grid_barrier
 
     if counters == "zeroed a call":
@@ -1421,15 +1421,14 @@ def test_decode_kernel_leaves_its_counter_zero_for_every_launch_after_it(counter
         _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
     torch.cuda.synchronize()
-    outs = {}
+    outs = []
     for _ in range(8):  # (the two streams' launches overlap: a shared counter would break both)
         for i, stream in enumerate(streams):
             with torch.cuda.stream(stream):
-                outs[i] = [fused_moe_decode(x, w1, w2, weights, ids) for x, weights, ids in layers[2 * i:2 * i + 2]]
+                outs += [(fused_moe_decode(*layer[:1], w1, w2, *layer[1:]), layer) for layer in layers[2 * i:2 * i + 2]]
     torch.cuda.synchronize()
-    for i in range(2):
-        for out, (x, weights, ids) in zip(outs[i], layers[2 * i:2 * i + 2]):
-            _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
+    for out, (x, weights, ids) in outs:
+        _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
     if counters == "pooled":
         for stream in [torch.cuda.current_stream(), *streams]:
             with torch.cuda.stream(stream):

@@ -22,7 +22,8 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(grid_barrier, "_zeroed_rows", zeroed_rows)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state.capturing)
-    monkeypatch.setattr(torch.cuda, "current_stream", lambda index=None: types.SimpleNamespace(cuda_stream=state.stream))
+    monkeypatch.setattr(torch.cuda, "current_stream",
+                        lambda index=None: types.SimpleNamespace(cuda_stream=state.stream))
     return state
 
 

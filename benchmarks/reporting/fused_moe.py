@@ -294,8 +294,8 @@ def region_w8_decode_launches(results: Results) -> Optional[str]:
         f"`{first['two kernels']['machine'].get('gcdsl_git', '?')}` (*two kernels*: the routing kernel, which zeroed "
         f"the decode kernel's barrier counter, then the decode kernel) and at `{machine.get('gcdsl_git', '?')}` "
         f"(*one kernel*: the decode kernel alone, its counter left zero by its last CTA past the barrier), in turn, "
-        f"{len(runs['one kernel'])} runs each, on an {machine.get('gpu', '?')}. Microseconds per layer, each run's median "
-        f"of {config.get('rounds')} rounds of {config.get('calls')} calls; the median over a form's runs with their "
+        f"{len(runs['one kernel'])} runs each, on an {machine.get('gpu', '?')}. Microseconds per layer, each run's "
+        f"median of {config.get('rounds')} rounds of {config.get('calls')} calls; the median over a form's runs with their "
         "spread in brackets, torch's over all runs. Ratio: two kernels' time over one's (above 1, one is faster):", "",
         md_table(["shape", "tokens", "mode", "torch", "two kernels", "one kernel", "two / one"], table)])
 
@@ -343,8 +343,9 @@ def region_w8_decode_stream(results: Results) -> Optional[str]:
         key = (r["method"], r["ctas"], r["kib_per_cta"])
         if key not in best or r["gbps"] > best[key][0]:
             best[key] = (r["gbps"], setting)
-    table = [[method, str(ctas), str(kib), setting, f"{gbps:.0f}"]
-             for (method, ctas, kib), (gbps, setting) in sorted(best.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0]))]
+    order = sorted(best, key=lambda key: (key[1], key[2], key[0]))  # (by CTAs, then bytes a CTA, then way)
+    table = [[method, str(ctas), str(kib), best[(method, ctas, kib)][1], f"{best[(method, ctas, kib)][0]:.0f}"]
+             for method, ctas, kib in order]
     machine = source["machine"]
     return "\n".join([
         f"Command: `python -m benchmarks.w8_decode_stream` (at `{machine.get('gcdsl_git', '?')}`, on an "
