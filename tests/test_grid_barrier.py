@@ -33,27 +33,27 @@ def _row(counter: torch.Tensor) -> int:
 
 def test_eager_calls_on_one_stream_share_a_counter_and_other_streams_get_their_own(fake_cuda):
     device = torch.device("cuda", 0)
-    first = grid_barrier.counter(device, 2)
-    assert first.shape == (2,) and first.dtype == torch.int32 and (first == 0).all()
-    assert grid_barrier.counter(device, 2).data_ptr() == first.data_ptr()
+    first = grid_barrier.counter(device)
+    assert first.shape == (grid_barrier.COUNTER_INTS,) and first.dtype == torch.int32 and (first == 0).all()
+    assert grid_barrier.counter(device).data_ptr() == first.data_ptr()
     fake_cuda.stream = 2
-    other = grid_barrier.counter(device, 2)
+    other = grid_barrier.counter(device)
     assert other.data_ptr() != first.data_ptr() and _row(other) != _row(first)  # (a cache line apart)
     fake_cuda.stream = 1
-    assert grid_barrier.counter(torch.device("cuda"), 2).data_ptr() == first.data_ptr()  # (device 0, current)
-    assert grid_barrier.counter(torch.device("cuda", 1), 2).data_ptr() != first.data_ptr()  # (a pool a device)
+    assert grid_barrier.counter(torch.device("cuda")).data_ptr() == first.data_ptr()  # (device 0, current)
+    assert grid_barrier.counter(torch.device("cuda", 1)).data_ptr() != first.data_ptr()  # (a pool a device)
     assert fake_cuda.pools_made == 2
 
 
 def test_each_captured_call_gets_a_counter_of_its_own(fake_cuda):
     device = torch.device("cuda", 0)
-    eager = grid_barrier.counter(device, 2)
+    eager = grid_barrier.counter(device)
     fake_cuda.capturing = True
-    captured = [grid_barrier.counter(device, 2) for _ in range(3)]
+    captured = [grid_barrier.counter(device) for _ in range(3)]
     pointers = {c.data_ptr() for c in captured}
     assert len(pointers) == 3 and eager.data_ptr() not in pointers
     fake_cuda.capturing = False
-    assert grid_barrier.counter(device, 2).data_ptr() == eager.data_ptr()
+    assert grid_barrier.counter(device).data_ptr() == eager.data_ptr()
 
 
 def test_no_counter_where_none_can_be_given(fake_cuda, monkeypatch):
@@ -61,12 +61,12 @@ def test_no_counter_where_none_can_be_given(fake_cuda, monkeypatch):
     each replay) and once every counter is taken: None, and the caller zeroes its own."""
     device = torch.device("cuda", 0)
     fake_cuda.capturing = True
-    assert grid_barrier.counter(device, 2) is None and fake_cuda.pools_made == 0
+    assert grid_barrier.counter(device) is None and fake_cuda.pools_made == 0
     fake_cuda.capturing = False
     monkeypatch.setattr(grid_barrier, "COUNTERS", 3)
-    assert grid_barrier.counter(device, 2) is not None
+    assert grid_barrier.counter(device) is not None
     fake_cuda.capturing = True
-    assert grid_barrier.counter(device, 2) is not None and grid_barrier.counter(device, 2) is not None
-    assert grid_barrier.counter(device, 2) is None
+    assert grid_barrier.counter(device) is not None and grid_barrier.counter(device) is not None
+    assert grid_barrier.counter(device) is None
     fake_cuda.capturing, fake_cuda.stream = False, 7
-    assert grid_barrier.counter(device, 2) is None
+    assert grid_barrier.counter(device) is None

@@ -234,7 +234,7 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
     if trace:  # the counter's two Int32, then each CTA's Int64 stamps (two Int32 each), zeroed
         counter = torch.zeros(2 + 2 * STAMP_SLOTS * decode.ctas, dtype=torch.int32, device=x.device)
     else:
-        counter = grid_barrier.counter(x.device, 2)
+        counter = grid_barrier.counter(x.device)
         if counter is None:
             counter = torch.zeros(2, dtype=torch.int32, device=x.device)
     x, weights = _by_address(x, topk_weights)

@@ -25,7 +25,7 @@ COUNTER_INTS = 32  # int32 a counter's row holds: 128 bytes, a cache line of its
 class _Pool:
     def __init__(self, index: int) -> None:
         self.rows = _zeroed_rows(index)
-        self.of_stream: Dict[int, int] = {}  # a stream's handle: its row
+        self.of_stream: Dict[int, Optional[torch.Tensor]] = {}  # a stream's handle: its row (None: none left)
         self.taken = 0
 
 
@@ -41,11 +41,10 @@ _pools: Dict[int, _Pool] = {}
 _lock = threading.Lock()
 
 
-def counter(device: torch.device, ints: int) -> Optional[torch.Tensor]:
-    """`ints` int32 on `device` that are zero when work next queued on the current stream
-    runs, and that no launch on another stream uses: for a kernel that leaves them zero.
-    None where there is no such counter to give (above)."""
-    assert 0 < ints <= COUNTER_INTS, ints
+def counter(device: torch.device) -> Optional[torch.Tensor]:
+    """COUNTER_INTS int32 on `device` that are zero when work next queued on the current
+    stream runs, and that no launch on another stream uses: for a kernel that leaves them
+    zero. None where there is no such counter to give (above)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     capturing = torch.cuda.is_current_stream_capturing()
     with _lock:
@@ -55,18 +54,16 @@ def counter(device: torch.device, ints: int) -> Optional[torch.Tensor]:
                 return None
             pool = _pools[index] = _Pool(index)
         if capturing:
-            row = _take(pool)
-        else:
-            stream = torch.cuda.current_stream(index).cuda_stream
-            row = pool.of_stream.get(stream)
-            if row is None:
-                row = pool.of_stream[stream] = _take(pool)
-        return None if row is None else pool.rows[row, :ints]
+            return _take(pool)
+        stream = torch.cuda.current_stream(index).cuda_stream
+        if stream not in pool.of_stream:
+            pool.of_stream[stream] = _take(pool)
+        return pool.of_stream[stream]
 
 
-def _take(pool: _Pool) -> Optional[int]:
+def _take(pool: _Pool) -> Optional[torch.Tensor]:
     """A row no launch has used, or None once all are taken."""
     if pool.taken == COUNTERS:
         return None
     pool.taken += 1
-    return pool.taken - 1
+    return pool.rows[pool.taken - 1]
