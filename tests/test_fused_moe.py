@@ -209,21 +209,21 @@ def test_decode_kernel_streams_weights_in_16_byte_loads_and_meets_at_one_barrier
     """One kernel; its weights in 16-byte loads, no local memory; it waits for the grid
     before it (the router's) before it reads anything; it checks the ids (the routing
     kernel's two traps) before it reads a weight; at the barrier between its GEMVs one
-    release add, then an acquire spin, then one acq_rel add to the count of CTAs past
-    it, whose last CTA zeroes both counts; its down rows asked of L2 to keep between the
-    add and the wait (or, early, before its gate-up GEMVs); three traps with messages;
+    acq_rel add of the CTA's share, then an acquire spin on the counter's top bit
+    (`_assert_one_grid_wait_and_a_flip_barrier`); its down rows asked of L2 to keep
+    between the add and the wait (or, early, before its gate-up GEMVs); three traps with messages;
     where they fit, down rows copied into shared memory while the gate-up GEMVs run."""
     from gcdsl import ptx
 
     text = experts_kernels.ptx(case)
     ptx.single_entry(text)
     assert text.count("ld.global.v4") >= 4 and "ld.local" not in text and "st.local" not in text
-    _assert_one_grid_wait_and_a_barrier_left_zeroed(text)
+    _assert_one_grid_wait_and_a_flip_barrier(text, case)
     assert text.count("trap;") == 3
     formats = " ".join(ptx.format_strings(text))
     assert "an id below 0" in formats and "an id of E or more" in formats and "waited 20 s" in formats
     assert text.index("trap;") < text.index("ld.global.v4")
-    add = text.index("atom.global.release")
+    add = text.index("atom.global.acq_rel")
     prefetch = text.index("prefetch.global.L2::evict_last")
     if case.endswith("_early_prefetch"):
         assert prefetch < text.index("ld.global.v4")
@@ -272,28 +272,34 @@ def test_streamed_decode_kernel_reads_its_weights_from_a_ring_refilled_only_afte
         assert 1 <= issue.count("cp.async.bulk") <= 2, issue  # (a site's copies, after their bytes are expected)
     for after_wait in re.findall(r"mbarrier\.try_wait(?:(?!mbarrier\.try_wait).)*?cp\.async\.bulk", text, re.S):
         assert "bar.sync" in after_wait, after_wait[-2000:]
-    _assert_one_grid_wait_and_a_barrier_left_zeroed(text)
+    _assert_one_grid_wait_and_a_flip_barrier(text, case)
     assert text.index("mbarrier.try_wait") < text.index("ld.shared.v4")
 
 
-def _assert_one_grid_wait_and_a_barrier_left_zeroed(text: str) -> None:
+def _assert_one_grid_wait_and_a_flip_barrier(text: str, case: str) -> None:
     """A decode build's PTX: the wait for the grid before it, first of all (before any
-    global load); then at its grid barrier one release add and an acquire spin until
-    every CTA is there; then one acq_rel add to the count of CTAs past it (the counter's
-    second word), after which the last CTA past it stores zero to both words."""
+    global load); then at its grid barrier one acq_rel add of the CTA's share (CTA 0's
+    2^31 - (CTAs - 1), each other's one: 2^31 in all, the last flipping bit 31 and
+    leaving the low bits zero), then acquire loads while bit 31 of what they load is
+    that of the counter before the add; no other atomic, and no store to the counter:
+    nothing resets it."""
+    ctas = MOE_EXPERTS_CASES[case]()[0].ctas
     assert text.count("griddepcontrol.wait;") == 1 and text.index("griddepcontrol.wait;") < text.index("ld.global")
     atoms = re.findall(r"atom\.[^ ]*", text)  # (an atom without a scope is GPU-scoped)
-    assert atoms == ["atom.global.release.add.u32", "atom.global.acq_rel.add.u32"], atoms
-    assert len(re.findall(r"ld\.acquire\.gpu\.global", text)) == 2  # the first look, then the spin's
-    assert text.index("atom.global.release") < text.index("ld.acquire.gpu")
-    counter = re.search(r"atom\.global\.release\.add\.u32\s+%r\d+, \[(%rd\d+)\], 1;", text).group(1)
-    leave = re.search(rf"add\.s64\s+(%rd\d+), {counter}, 4;\s+atom\.global\.acq_rel\.add\.u32\s+(%r\d+), \[\1\], 1;"
-                      rf"\s+setp\.ne\.b32\s+(%p\d+), \2, (\d+);\s+@\3 bra\s+(\$L__BB\d+_\d+);"
-                      rf"\s+st\.global\.b32\s+\[{counter}\], 0;\s+st\.global\.b32\s+\[{counter}\+4\], 0;\s+\5:", text)
-    assert leave and text.rindex("ld.acquire.gpu") < leave.start(), counter
-    seen = re.search(r"ld\.acquire\.gpu\.global\.b32\s+(%r\d+)", text[text.rindex("ld.acquire.gpu"):]).group(1)
-    ctas = int(re.search(rf"setp\.lt\.s32\s+%p\d+, {seen}, (\d+);", text).group(1))  # (the spin's: every CTA there)
-    assert int(leave.group(4)) == ctas - 1 and ctas >= 8, (leave.group(4), ctas)
+    assert atoms == ["atom.global.acq_rel.add.u32"], atoms
+    arrive = re.search(r"selp\.b32\s+(%r\d+), (\d+), 1, %p\d+;\s+"
+                       r"atom\.global\.acq_rel\.add\.u32\s+(%r\d+), \[(%rd\d+)\], \1;", text)
+    assert arrive and int(arrive.group(2)) == 2**31 - (ctas - 1), (arrive and arrive.group(2), ctas)
+    share, before, counter = arrive.group(1), arrive.group(3), arrive.group(4)
+    after = re.search(rf"add\.s32\s+(%r\d+), {before}, {share};\s+xor\.b32\s+(%r\d+), \1, {before};"
+                      rf"\s+setp\.gt\.s32\s+%p\d+, \2, -1;", text[arrive.end():])
+    assert after, "the CTA whose share flips bit 31 passes without a load"
+    loads = re.findall(rf"ld\.acquire\.gpu\.global\.b32\s+(%r\d+), \[{counter}\];", text)
+    assert len(loads) == 1 and text.index("ld.acquire.gpu") > arrive.end(), loads
+    spin = re.search(rf"xor\.b32\s+(%r\d+), {loads[0]}, {before};\s+setp\.gt\.s32\s+(%p\d+), \1, -1;"
+                     rf"\s+@\2 bra", text)
+    assert spin, "the spin goes on while bit 31 is that of the counter before the add"
+    assert not re.search(rf"st\.global\.[^\n]*\[{counter}(\+\d+)?\]", text)
 
 
 @pytest.mark.parametrize("case", DECODE_CASES)
@@ -958,7 +964,7 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     (`tests/simt.py`; 8 SMs' worth, so 8 CTAs): its sort of the slots, the gate-up GEMVs
     into act, the down rows staged in shared memory (every expert a slot reaches by
     default; with `staged_experts=2` the first two, the others read through L2), the
-    barrier (its counter left zero), the down GEMVs (an expert of one, two and three
+    barrier (its counter's top bit flipped, its low bits left zero), the down GEMVs (an expert of one, two and three
     slots) and the combine, against the layer in float64 (E 8, H 256, I 256). CTAs of
     512 threads at one token, as the kernel runs; of 64 (two warps, the kernel's THREADS
     and WARPS set so) elsewhere, for time. The values stay float64: act's rounding to x's type is left out.
@@ -1014,12 +1020,14 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
     monkeypatch.setattr(simt, "STEP_TIMEOUT_S", 120.0)
     act = np.full((tokens * k, inter), np.nan)
     out = np.full((tokens, hidden), np.nan)
-    # the counter's two words; with `trace`, each CTA's stamps after them (a stamp to an element here)
+    # the counter (as a launch before leaves it: top bit set) and a word unused; with `trace`, each
+    # CTA's stamps after them (a stamp to an element here)
     counter = np.zeros(2 + 2 * decode_kernel.STAMP_SLOTS * kernel.ctas if trace else 2, dtype=np.int64)
+    counter[0] = decode_kernel.FLIP
     args = (vector_rows(x, kernel.vector, memory), Shared.of(sum(ids, [])), Shared.of(weights.reshape(-1)),
             memory.tensor(w1.reshape(-1), kernel._rows_of(2 * inter, hidden), 2),
             memory.tensor(w2.reshape(-1), kernel._rows_of(hidden, inter), 2), vector_rows(act, kernel.vector, memory),
-            memory.tensor(counter, make_layout(2), 4), vector_rows(out, kernel.vector, memory))
+            memory.tensor(counter, make_layout(1), 4), vector_rows(out, kernel.vector, memory))
     ctas = [Threads(threads, block=(b, 0, 0)) for b in range(kernel.ctas)]
     for cta in ctas:
         slots = decode_kernel.MAX_SLOTS
@@ -1036,7 +1044,7 @@ def test_decode_kernel_on_simulated_ctas_against_float64(ids, staged, threads, t
             cta.storage.ring = SharedField(plan.stages * plan.buffer_bytes // 2)
     kernel.shared_storage = "the struct `__call__` makes (each CTA's `storage` stands in for it)"
     run_grid(ctas, lambda: plain(decode_kernel.MoeDecode.kernel)(kernel, *args))
-    assert (counter[:2] == 0).all(), counter[:2]  # (left zero for the next launch)
+    assert counter[0] % 2**32 == 0 and counter[1] == 0, counter[:2]  # (top bit flipped back, low bits zero)
     assert np.allclose(out, expected, rtol=1e-9, atol=1e-12), np.abs(out - expected).max()
     if trace:
         phases = len(decode_kernel.PHASES)
@@ -1402,9 +1410,10 @@ def test_decode_kernel_replays_after_the_routing_changed(streamed, counters, mon
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("counters", ["pooled", "zeroed a call"])
-def test_decode_kernel_leaves_its_counter_zero_for_every_launch_after_it(counters, monkeypatch):
+def test_decode_kernel_leaves_its_counters_low_bits_zero_for_every_launch_after_it(counters, monkeypatch):
     """Launches of the decode kernel in a row on one stream and on two streams at once,
-    each checked against float32; each stream's counter zero after them. With `zeroed a
+    each checked against float32; after them each stream's counter has its low 31 bits
+    zero and its top bit flipped once a launch (`MoeDecode.arrive`). With `zeroed a
     call`, `grid_barrier` has no counter to give, and each call zeroes its own.
     (`test_decode_kernel_replays_after_the_routing_changed`: from a graph.)"""
     from gcdsl.ops import grid_barrier
@@ -1417,22 +1426,32 @@ def test_decode_kernel_leaves_its_counter_zero_for_every_launch_after_it(counter
     for seed in range(4):
         x = torch.randn(tokens, hidden, device="cuda").to(torch.bfloat16)
         layers.append((x, *_routing(tokens, experts, k, "random", seed=seed)))
-    for x, weights, ids in layers:
-        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
     streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    rows_before = {}  # (a stream may have run the kernel in a test before)
+    if counters == "pooled":
+        for stream in [torch.cuda.current_stream(), *streams]:
+            with torch.cuda.stream(stream):
+                rows_before[stream] = grid_barrier.counter(x.device).tolist()
+    for x, weights, ids in layers[:3]:  # (three launches: the top bit flipped)
+        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
     torch.cuda.synchronize()
     outs = []
-    for _ in range(8):  # (the two streams' launches overlap: a shared counter would break both)
+    for launches in range(7):  # (the two streams' launches overlap: a shared counter would break both)
         for i, stream in enumerate(streams):
             with torch.cuda.stream(stream):
-                outs += [(fused_moe_decode(*layer[:1], w1, w2, *layer[1:]), layer) for layer in layers[2 * i:2 * i + 2]]
+                for layer in layers[2 * i:2 * i + 1 + launches % 2]:  # (a stream's: 10 in all)
+                    outs.append((fused_moe_decode(*layer[:1], w1, w2, *layer[1:]), layer))
     torch.cuda.synchronize()
     for out, (x, weights, ids) in outs:
         _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
     if counters == "pooled":
-        for stream in [torch.cuda.current_stream(), *streams]:
+        for stream, launches in [(torch.cuda.current_stream(), 3), (streams[0], 10), (streams[1], 10)]:
             with torch.cuda.stream(stream):
-                assert grid_barrier.counter(x.device).tolist() == [0] * grid_barrier.COUNTER_INTS
+                row = grid_barrier.counter(x.device).tolist()
+            before = rows_before[stream]
+            assert before[0] in (0, -2**31) and before[1:] == [0] * (grid_barrier.COUNTER_INTS - 1), before
+            top_bit = -2**31 if (before[0] != 0) != (launches % 2 == 1) else 0
+            assert row == [top_bit] + before[1:], (launches, before, row)
 
 
 @pytest.mark.gpu

@@ -18,10 +18,12 @@ with the few rows on CUDA cores:
                every active expert, copied there by one bulk copy an expert (the copy
                engine, an mbarrier): the down GEMVs' weights stream from HBM beside the
                gate-up's, not after them;
-    barrier    every CTA's act written: each CTA adds one to a counter (release, GPU
-               scope), asks L2 for its down rows of the active experts not staged, to
-               keep (evict_last), and waits for all (acquire); then it reads act;
-               the last CTA past the barrier zeroes the counter for the next launch;
+    barrier    every CTA's act written: each CTA adds its share to a counter (acq_rel,
+               GPU scope), asks L2 for its down rows of the active experts not staged,
+               to keep (evict_last), and waits for all (acquire); then it reads act.
+               The shares add up to 2^31: the last one flips the counter's top bit,
+               which is what the CTAs wait for, and leaves its low 31 bits as they
+               were, zero, for the next launch (`arrive`);
     down       CTA b: rows [b rows, (b + 1) rows) of H of every active expert's w2
                (shared memory or L2) against act's rows of the expert's slots into y
                (fp32, shared memory); a warp takes 8 staged rows at once and reduces
@@ -31,8 +33,8 @@ with the few rows on CUDA cores:
 
 Every CTA runs at once (the grid is at most the SMs), so the barrier's wait ends; a wait
 past WAIT_LIMIT_NS traps with a message instead of hanging. The layer is this one kernel:
-the counter is zero when it starts and when it ends (`grid_barrier` hands out such
-counters), and it checks the ids itself. It is launched with programmatic stream
+the counter's low 31 bits are zero when it starts and when it ends (`grid_barrier` hands
+out such counters), and it checks the ids itself. It is launched with programmatic stream
 serialization and waits for the grid before it (the router's, say) before it reads
 anything: a kernel before it that lets it start early may still be writing topk_ids.
 
@@ -78,6 +80,15 @@ PHASES = ("start", "slots sorted", "gate-up GEMVs done", "barrier over",
 STAMP_SLOTS = 8
 
 
+FLIP = 1 << 31  # the barrier counter's bit that all CTAs' shares flip (`MoeDecode.arrive`)
+
+
+def flipped(before, now):
+    """1 where bit 31 of `now` differs from that of `before`, else 0 (Int32 in a kernel,
+    Python ints of any sign in a test: the same bit of two's complement)."""
+    return ((before ^ now) >> 31) & 1
+
+
 def _divisors(n: int):
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -108,9 +119,8 @@ class MoeDecode(RingStream):
         (x, ids, weights, w1, w2, act, counter, out, stream)
     all pointers: x (T, H) and out (T, H), act (T k, I), w1 (E, 2I, H) and w2 (E, H, I),
     16-byte aligned and contiguous; ids (T k,) and weights (T k,) Float32, the router's
-    top-k flattened; counter two Int32 (the CTAs at the barrier, the CTAs past it), zero
-    when the kernel starts, and zero again when it ends (with `trace`, 8 + 64 CTAs bytes,
-    the stamps' zeroed)."""
+    top-k flattened; counter an Int32 whose low 31 bits are zero when the kernel starts,
+    and zero again when it ends (with `trace`, 8 + 64 CTAs bytes, the stamps' zeroed)."""
 
     def __init__(self, ab_dtype, experts: int, hidden: int, inter: int, top_k: int, slots: int, id_dtype,
                  sms: int, early_prefetch: bool = False, staged_experts: Optional[int] = None,
@@ -136,6 +146,7 @@ class MoeDecode(RingStream):
         self.blocks = max(b for b in range(1, min(hidden, sms) + 1) if hidden % b == 0)
         self.rows = hidden // self.blocks
         self.ctas = max(most_active * self.chunks, self.blocks)
+        assert self.ctas >= 2, self.ctas  # (H of 256 or more: two blocks at least; `arrive`'s shares fit Int32)
         self.up_steps, self.down_steps = hidden // step, inter // step  # of a lane, a row
         # the active experts whose down rows a CTA stages in shared memory, the first ones:
         # by default all that the slots can reach or none (W8: staging some and reading the
@@ -244,7 +255,7 @@ class MoeDecode(RingStream):
         w2 = rows_of(w2_ptr, hidden, inter)
         ids = cute.make_tensor(ids_ptr, cute.make_layout(self.slots))
         weights = cute.make_tensor(weight_ptr, cute.make_layout(self.slots))
-        counter = cute.make_tensor(counter_ptr, cute.make_layout(2))
+        counter = cute.make_tensor(counter_ptr, cute.make_layout(1))
 
         self.shared_storage = self._shared_storage()
         self.kernel(x, ids, weights, w1, w2, act, counter, out).launch(
@@ -318,16 +329,15 @@ class MoeDecode(RingStream):
             self.stamp(stamps, "gate-up GEMVs done", tidx)
 
         cute.arch.sync_threads()  # this CTA's act written
+        before, after = cutlass.Int32(0), cutlass.Int32(0)  # (thread 0's: the counter before and after its add)
         if tidx == 0:
-            cute.arch.fence_acq_rel_gpu()
-            cute.arch.atomic_add(counter.iterator, cutlass.Int32(1), sem="release", scope="gpu")
+            before, after = self.arrive(counter, bidx)
         if cutlass.const_expr(not self.early_prefetch and not self.streamed):
             if has_down_rows:
                 self.prefetch_down_rows(w2, active_expert, experts_with_slots, first_row, tidx)
         if tidx == 0:
-            self.wait_for_all(counter)
+            self.wait_for_all(counter, before, after)
             self.stamp(stamps, "barrier over", tidx)
-            self.leave_barrier(counter)
         cute.arch.sync_threads()  # every CTA's act written
 
         if has_down_rows:
@@ -493,26 +503,27 @@ class MoeDecode(RingStream):
                       mbar_ptr=staged_full)
 
     @cute.jit
-    def wait_for_all(self, counter: cute.Tensor):
-        """Until every CTA has added its one to the counter (acquire, GPU scope)."""
+    def arrive(self, counter: cute.Tensor, bidx: cutlass.Int32) -> Tuple[cutlass.Int32, cutlass.Int32]:
+        """This CTA's share added to the counter (acq_rel, GPU scope): 2^31 - (CTAs - 1)
+        for CTA 0, one for each other, 2^31 in all. From low 31 bits of zero, no sum
+        of fewer shares reaches bit 31, and all of them flip it and leave the low bits
+        zero again: the barrier needs no reset, whatever the CTA count of the launch
+        before. Returns the counter before and after the add (Int32, wrapping)."""
+        share = cutlass.select_(bidx == 0, cutlass.Int32(FLIP - (self.ctas - 1)), cutlass.Int32(1))
+        before = cute.arch.atomic_add(counter.iterator, share, sem="acq_rel", scope="gpu")
+        return before, before + share
+
+    @cute.jit
+    def wait_for_all(self, counter: cute.Tensor, before: cutlass.Int32, seen: cutlass.Int32):
+        """Until the counter's top bit differs from `before`'s: every CTA's share in
+        (acquire loads, GPU scope; with the CTA barrier after them, the CTA's reads of act
+        come after every CTA's stores). The CTA whose share flipped it loads nothing."""
         start = cute.arch.globaltimer()
-        seen = cute.arch.load(counter.iterator, cutlass.Int32, sem="acquire", scope="gpu")
-        while seen < self.ctas:
+        while flipped(before, seen) == 0:
             seen = cute.arch.load(counter.iterator, cutlass.Int32, sem="acquire", scope="gpu")
             trap_unless(cute.arch.globaltimer() - start < WAIT_LIMIT_NS,
                         "gcdsl: the decode kernel's CTAs waited 20 s for each other: not every CTA of the kernel "
                         "runs at once (SMs held by other work?)\n")
-        cute.arch.fence_acq_rel_gpu()
-
-    @cute.jit
-    def leave_barrier(self, counter: cute.Tensor):
-        """One more CTA past the barrier (counter[1]); the last one zeroes both counts for
-        the next launch. Every other CTA has read counter[0] for the last time by then:
-        its add follows its acquire load that saw every CTA there."""
-        before = cute.arch.atomic_add(counter.iterator + 1, cutlass.Int32(1), sem="acq_rel", scope="gpu")
-        if before == self.ctas - 1:
-            counter[0] = cutlass.Int32(0)
-            counter[1] = cutlass.Int32(0)
 
     @cute.jit
     def down(self, act: cute.Tensor, w2: cute.Tensor, staged: cute.Tensor, y: cute.Tensor,

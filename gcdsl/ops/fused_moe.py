@@ -206,8 +206,8 @@ def _microseconds(stamps: torch.Tensor, phases: Tuple[str, ...]) -> Dict[str, to
 def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
             staged_experts: Optional[int] = None, trace: bool = False, streamed: bool = False):
     """The decode kernel, the whole layer: it checks the ids and sorts the slots itself, and
-    its barrier's counter comes zero from `grid_barrier` (zeroed here only where that has
-    none to give). With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
+    its barrier's counter comes from `grid_barrier` with its low 31 bits zero (zeroed here
+    only where that has none to give). With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
     int64 ns)."""
     require_hopper(x.device, "x", "fused_moe")
     import cutlass
@@ -231,12 +231,12 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
                                lambda: MoeDecode(ab, experts, hidden, inter, top_k, total, id_dtype, sms,
                                                  early_prefetch, staged_experts, trace, streamed),
                                index)
-    if trace:  # the counter's two Int32, then each CTA's Int64 stamps (two Int32 each), zeroed
+    if trace:  # the counter, an Int32 unused, then each CTA's Int64 stamps (two Int32 each), zeroed
         counter = torch.zeros(2 + 2 * STAMP_SLOTS * decode.ctas, dtype=torch.int32, device=x.device)
     else:
         counter = grid_barrier.counter(x.device)
         if counter is None:
-            counter = torch.zeros(2, dtype=torch.int32, device=x.device)
+            counter = torch.zeros(1, dtype=torch.int32, device=x.device)
     x, weights = _by_address(x, topk_weights)
     act = _scratch(total, inter, x)
     out = _scratch(tokens, hidden, x)

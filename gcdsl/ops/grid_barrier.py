@@ -1,6 +1,7 @@
 """Counters for a kernel whose CTAs meet at a grid-wide barrier and which leaves its
-counter zero when it ends (the decode kernel): one that is zero when a launch starts
-needs no memset, and no kernel, before that launch.
+counter's low 31 bits zero when it ends (the decode kernel, whose launch flips the top
+bit: `MoeDecode.arrive`): one whose low bits are zero when a launch starts needs no
+memset, and no kernel, before that launch.
 
 Two launches must never use one counter at once. Launches on one stream run one after
 the other, so every eager call on a stream takes that stream's counter. A call captured
@@ -42,9 +43,10 @@ _lock = threading.Lock()
 
 
 def counter(device: torch.device) -> Optional[torch.Tensor]:
-    """COUNTER_INTS int32 on `device` that are zero when work next queued on the current
-    stream runs, and that no launch on another stream uses: for a kernel that leaves them
-    zero. None where there is no such counter to give (above)."""
+    """COUNTER_INTS int32 on `device`, the first with its low 31 bits zero and the others
+    zero when work next queued on the current stream runs, and that no launch on another
+    stream uses: for a kernel that leaves them so. None where there is no such counter to
+    give (above)."""
     index = device.index if device.index is not None else torch.cuda.current_device()
     capturing = torch.cuda.is_current_stream_capturing()
     with _lock:
