@@ -16,7 +16,8 @@ from the same data, which is:
   `results/W8_decode.json`, a forced run of the decode kernel against the one kernel, and
   `results/W8_lead.json`, one of the one kernel's down-tile deals, `results/W8_streamed.json`,
   the decode kernel's streamed build against its default one, and `results/W8_ab_*.json`,
-  the decode layer as two kernels and as one in alternating runs, `results/W8_decode_phases.json`
+  the decode layer as two kernels and as one, and with the decode kernel's two grid barriers, in
+  alternating runs, `results/W8_decode_phases.json`
   and `results/W8_decode_stream.json`, the decode kernel phase by phase and its weight
   stream alone;
 - `results/ncu_<shape>_<dtype>.txt`, Nsight Compute's text report of one W5 kernel;
@@ -103,6 +104,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W8-lead": fused_moe.region_w8_lead,
     "W8-streamed": fused_moe.region_w8_streamed,
     "W8-decode-launches": fused_moe.region_w8_decode_launches,
+    "W8-decode-barrier": fused_moe.region_w8_decode_barrier,
     "W8-decode-phases": fused_moe.region_w8_decode_phases,
     "W8-decode-stream": fused_moe.region_w8_decode_stream,
     "W8-phases": fused_moe.region_w8_phases,

@@ -253,18 +253,21 @@ def region_w8_streamed(results: Results) -> Optional[str]:
                   "one kernel vs streamed", "HBM fraction, decode", "HBM fraction, streamed"], table)])
 
 
-# The decode layer launched as two kernels (the routing kernel, which zeroed the decode
-# kernel's barrier counter, then the decode kernel) and as the decode kernel alone: runs of
-# `w8_fused_moe.py` at the two commits in turn, W8_ab_two_<n>.json and W8_ab_one_<n>.json
+# A/B runs of the decode layer, `w8_fused_moe.py` at two commits in turn, W8_ab_<form>_<n>.json:
+# the layer launched as two kernels (the routing kernel, which zeroed the decode kernel's
+# barrier counter, then the decode kernel) and as the decode kernel alone; then the decode
+# kernel's barrier with a second count and a reset by its last CTA past it, and with
+# shares that flip the counter's top bit
 LAUNCH_FORMS = {"two kernels": "W8_ab_two_", "one kernel": "W8_ab_one_"}
+BARRIER_FORMS = {"reset": "W8_ab_reset_", "flip": "W8_ab_flip_"}
 
 
-def region_w8_decode_launches(results: Results) -> Optional[str]:
-    """The decode layer as two kernels against the decode kernel alone, graph replays and
-    eager calls, each form's median over its runs (with their spread) and torch's
-    beside them."""
+def _ab_region(results: Results, forms: Dict[str, str], described: Dict[str, str]) -> Optional[str]:
+    """Two forms of the decode layer (`forms`: name -> JSON prefix, the one before first),
+    graph replays and eager calls, each form's median over its runs (with their spread)
+    and torch's beside them; `described`: what each form is, for the command line."""
     runs = {form: [results[name] for name in sorted(results) if name.startswith(prefix)]
-            for form, prefix in LAUNCH_FORMS.items()}
+            for form, prefix in forms.items()}
     if not all(runs.values()):
         return None
 
@@ -276,28 +279,45 @@ def region_w8_decode_launches(results: Results) -> Optional[str]:
                     by_point.setdefault((r["shape"], r["tokens"], r["mode"]), []).append(r["us"])
         return by_point
 
+    before, after = forms
     torch = us([s for sources in runs.values() for s in sources], "torch")
-    forms = {form: us(sources, "fused_moe") for form, sources in runs.items()}
+    times = {form: us(sources, "fused_moe") for form, sources in runs.items()}
     table = []
-    for point in forms["one kernel"]:
-        two, one = forms["two kernels"].get(point), forms["one kernel"][point]
-        if not two:
+    for point in times[after]:
+        old, new = times[before].get(point), times[after][point]
+        if not old:
             continue
         cells = [point[0], str(point[1]), point[2], f1(statistics.median(torch.get(point, [float("nan")])))]
-        cells += [f"{f1(statistics.median(v))} [{span(v, f1)}]" for v in (two, one)]
-        table.append(cells + [ratio(statistics.median(two) / statistics.median(one))])
+        cells += [f"{f1(statistics.median(v))} [{span(v, f1)}]" for v in (old, new)]
+        table.append(cells + [ratio(statistics.median(old) / statistics.median(new))])
     first = {form: sources[0] for form, sources in runs.items()}
-    config, machine = first["one kernel"]["config"], first["one kernel"]["machine"]
+    config, machine = first[after]["config"], first[after]["machine"]
     return "\n".join([
         f"Command: `python benchmarks/w8_fused_moe.py --shapes qwen3-30b-a3b --tokens 1,2 --variants torch,fused_moe "
         f"--rounds {config.get('rounds')} --json W8_ab_<form>_<n>`, run at "
-        f"`{first['two kernels']['machine'].get('gcdsl_git', '?')}` (*two kernels*: the routing kernel, which zeroed "
-        f"the decode kernel's barrier counter, then the decode kernel) and at `{machine.get('gcdsl_git', '?')}` "
-        f"(*one kernel*: the decode kernel alone, its counter left zero by its last CTA past the barrier), in turn, "
-        f"{len(runs['one kernel'])} runs each, on an {machine.get('gpu', '?')}. Microseconds per layer, each run's "
+        f"`{first[before]['machine'].get('gcdsl_git', '?')}` (*{before}*: {described[before]}) and at "
+        f"`{machine.get('gcdsl_git', '?')}` (*{after}*: {described[after]}), in turn, "
+        f"{len(runs[after])} runs each, on an {machine.get('gpu', '?')}. Microseconds per layer, each run's "
         f"median of {config.get('rounds')} rounds of {config.get('calls')} calls; the median over a form's runs with their "
-        "spread in brackets, torch's over all runs. Ratio: two kernels' time over one's (above 1, one is faster):", "",
-        md_table(["shape", "tokens", "mode", "torch", "two kernels", "one kernel", "two / one"], table)])
+        f"spread in brackets, torch's over all runs. Ratio: the time of *{before}* over that of *{after}* (above 1, "
+        f"*{after}* is faster):", "",
+        md_table(["shape", "tokens", "mode", "torch", before, after, f"{before} / {after}"], table)])
+
+
+def region_w8_decode_launches(results: Results) -> Optional[str]:
+    """The decode layer as two kernels against the decode kernel alone."""
+    return _ab_region(results, LAUNCH_FORMS, {
+        "two kernels": "the routing kernel, which zeroed the decode kernel's barrier counter, then the decode kernel",
+        "one kernel": "the decode kernel alone, its counter left zero by its last CTA past the barrier"})
+
+
+def region_w8_decode_barrier(results: Results) -> Optional[str]:
+    """The decode kernel's grid barrier reset by its last CTA past it against the one
+    whose shares flip the counter's top bit."""
+    return _ab_region(results, BARRIER_FORMS, {
+        "reset": "each CTA past the barrier counted in a second word, an add whose result it waits for, the last "
+                 "one zeroing both words",
+        "flip": "shares that flip the counter's top bit, nothing after the barrier"})
 
 
 def region_w8_decode_phases(results: Results) -> Optional[str]:
