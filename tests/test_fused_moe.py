@@ -7,6 +7,7 @@ that break layers (every slot on one expert, experts without tokens, a token nam
 expert twice), and a captured graph replayed after the routing changed in place.
 """
 import functools
+import importlib
 import re
 import types
 import warnings
@@ -674,8 +675,6 @@ def test_the_one_kernels_k_split_rule(experts, hidden, inter, slots, tile_n, spl
 def test_fused_moe_runs_the_one_kernel_up_to_its_slots_and_the_pair_above(monkeypatch):
     """The form `fused_moe` picks: the one kernel for contiguous weights up to
     ONE_KERNEL_MAX_SLOTS token slots, the pair above them and for other weights."""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
     monkeypatch.setattr(fm, "_one_kernel", lambda *args: "one kernel")
     monkeypatch.setattr(fm, "_pair", lambda *args: "pair")
@@ -694,8 +693,6 @@ def test_fused_moe_runs_the_decode_kernel_up_to_its_slots_where_h_and_i_allow(mo
     experts hold at most DECODE_MAX_WEIGHT_BYTES: the decode kernel; else the one
     kernel's and the pair's rule. (Qwen3's experts at 1 and 2 tokens: the decode kernel;
     DeepSeek-V3's and Mixtral's at one: the one kernel.)"""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
     monkeypatch.setattr(fm, "_decode", lambda *args: "decode")
     monkeypatch.setattr(fm, "_one_kernel", lambda *args: "one kernel")
@@ -756,8 +753,6 @@ def test_the_decode_form_refuses_what_it_cannot_take_at_the_callers_line():
 def test_each_form_asks_for_a_hopper_gpu_before_it_compiles_or_launches(monkeypatch):
     """The decode kernel, the one kernel and the pair each check x's GPU first (an A100 or
     a B200 gets `require_hopper`'s error at the caller's line, not a failed compile)."""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
 
     class Asked(Exception):
@@ -1136,8 +1131,6 @@ def poisoned_scratch(monkeypatch):
     """The one kernel's intermediate and output rows, and the combine's result, NaN until
     a kernel writes them; the one kernel's counters past every wait until zeroed (a down
     tile would read NaN rows)."""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
 
     def poisoned(rows, columns, x, dtype=None):
@@ -1271,8 +1264,6 @@ def test_decode_layer_is_the_expert_kernel_after_the_routing_kernel_or_alone(tok
     or (where I is a multiple of 256) the decode kernel alone, nothing else: no gather of
     x, no combine, no fill, no memset of a counter (its scratch as the op allocates it,
     not the NaN-filled tensors of the other tests)."""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
     monkeypatch.setattr(fm, "_scratch", lambda rows, columns, x, dtype=None: torch.empty(
         rows, columns, dtype=dtype or x.dtype, device=x.device))
@@ -1412,9 +1403,10 @@ def test_decode_kernel_replays_after_the_routing_changed(streamed, counters, mon
 @pytest.mark.parametrize("counters", ["pooled", "zeroed a call"])
 def test_decode_kernel_leaves_its_counters_low_bits_zero_for_every_launch_after_it(counters, monkeypatch):
     """Launches of the decode kernel in a row on one stream and on two streams at once,
-    each checked against float32; after them each stream's counter has its low 31 bits
-    zero and its top bit flipped once a launch (`MoeDecode.arrive`). With `zeroed a
-    call`, `grid_barrier` has no counter to give, and each call zeroes its own.
+    each checked against float32, one of them a kernel of another CTA count (built for
+    16 SMs); after them each stream's counter has its low 31 bits zero and its top bit
+    flipped once a launch (`MoeDecode.arrive`). With `zeroed a call`, `grid_barrier` has
+    no counter to give, and each call zeroes its own.
     (`test_decode_kernel_replays_after_the_routing_changed`: from a graph.)"""
     from gcdsl.ops import grid_barrier
 
@@ -1432,7 +1424,13 @@ def test_decode_kernel_leaves_its_counters_low_bits_zero_for_every_launch_after_
         for stream in [torch.cuda.current_stream(), *streams]:
             with torch.cuda.stream(stream):
                 rows_before[stream] = grid_barrier.counter(x.device).tolist()
-    for x, weights, ids in layers[:3]:  # (three launches: the top bit flipped)
+    for x, weights, ids in layers[:2]:
+        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+    with monkeypatch.context() as sms16:  # (the counter as 128 CTAs left it, then as 16 leave it)
+        sms16.setattr(importlib.import_module("gcdsl.ops.fused_moe"), "_ctas_at_once", lambda index: 16)
+        x, weights, ids = layers[2]
+        _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
+    for x, weights, ids in layers[3:] + layers[:1]:  # (five launches: the top bit flipped)
         _check_close(fused_moe_decode(x, w1, w2, weights, ids), moe_experts_reference(x, w1, w2, weights, ids))
     torch.cuda.synchronize()
     outs = []
@@ -1445,7 +1443,7 @@ def test_decode_kernel_leaves_its_counters_low_bits_zero_for_every_launch_after_
     for out, (x, weights, ids) in outs:
         _check_close(out, moe_experts_reference(x, w1, w2, weights, ids))
     if counters == "pooled":
-        for stream, launches in [(torch.cuda.current_stream(), 3), (streams[0], 10), (streams[1], 10)]:
+        for stream, launches in [(torch.cuda.current_stream(), 5), (streams[0], 10), (streams[1], 10)]:
             with torch.cuda.stream(stream):
                 row = grid_barrier.counter(x.device).tolist()
             before = rows_before[stream]
@@ -1474,8 +1472,6 @@ def test_decode_barrier_holds_every_cta_until_the_last_act_is_written(monkeypatc
     so one CTA runs all 32 slots' gate-up GEMVs while the 15 others, with no gate-up
     work, reach the barrier at once; each then reads all of act's columns. A barrier
     that let them go before that CTA had written its act reads NaN scratch."""
-    import importlib
-
     fm = importlib.import_module("gcdsl.ops.fused_moe")
     monkeypatch.setattr(fm, "_ctas_at_once", lambda index: 16)
     experts, hidden, inter, tokens, k = 16, 256, 512, 32, 1
