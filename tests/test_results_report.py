@@ -241,3 +241,49 @@ def test_streamed_decode_region_reads_a_forced_run():
     row = next(line for line in text.splitlines() if line.startswith("| qwen3-30b-a3b"))
     assert row.split(" | ")[2:] == ["86.0", "26.5", "22.0", "35.0", "26.6", "1.20x", "1.59x", "66.4%", "80.0% |"]
     assert "at `abc`" in text and "median of 5 rounds of 20 calls" in text
+
+
+def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():
+    """*torch / bound* at T <= 64 (graph and eager), and the targets line names the points
+    where it is below 1.50x; a run kept beside W8.json (`--json W8_h100`) renders alone,
+    with its command, commit and GPU."""
+    from benchmarks.reporting import fused_moe
+
+    def row(shape, tokens, variant, us):
+        return {"shape": shape, "tokens": tokens, "variant": variant, "mode": "graph", "us": us, "status": "OK",
+                "bound_us": 100.0}
+
+    rows = [row("a", 1, "torch", 140.0), row("a", 1, "fused_moe", 110.0),
+            row("b", 1, "torch", 300.0), row("b", 1, "fused_moe", 150.0),
+            row("b", 512, "torch", 900.0), row("b", 512, "fused_moe", 600.0)]
+    source = {"results": rows, "config": {"rounds": 3, "calls": 20, "copy_gbps": 3000.0},
+              "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100 80GB HBM3"}}
+    text = fused_moe.region_w8_h100({"W8_h100": source, "W8": {"results": []}})
+    assert text.startswith("Command: `python benchmarks/w8_fused_moe.py --json W8_h100`, run at `abc` on an NVIDIA H100")
+    graph = text.split("eager, new routing")[0]  # (the graph table: no eager rows here)
+    cells = {line.split(" | ")[0] + line.split(" | ")[1]: line.split(" | ")[-1]
+             for line in graph.splitlines() if line.startswith(("| a ", "| b "))}
+    assert cells == {"| a1": "1.40x |", "| b1": "3.00x |", "| b512": "- |"}
+    targets = text.splitlines()[-1]
+    assert "no layer can meet the target against torch, at a, 1 tokens." in targets
+    assert fused_moe.region_w8_h100({"W8": source}) is None
+
+
+def test_decode_ab_regions_read_their_runs_in_turn():
+    """An A/B region (`_ab_region`: the decode barrier's, the decode layer's launches) needs
+    runs of both forms; each form's median over its runs with their spread, and the time of
+    the first over the second's."""
+    from benchmarks.reporting import fused_moe
+
+    def run(commit, us):
+        rows = [{"shape": "q", "tokens": 1, "variant": v, "mode": "graph", "us": t, "status": "OK"}
+                for v, t in (("torch", 90.0), ("fused_moe", us))]
+        return {"results": rows, "config": {"rounds": 5, "calls": 20}, "machine": {"gcdsl_git": commit, "gpu": "G"}}
+
+    assert fused_moe.region_w8_decode_barrier({"W8_ab_reset_1": run("old", 33.0)}) is None
+    results = {"W8_ab_reset_1": run("old", 33.0), "W8_ab_reset_2": run("old", 34.0), "W8_ab_reset_3": run("old", 35.0),
+               "W8_ab_flip_1": run("new", 32.0), "W8_ab_flip_2": run("new", 31.0), "W8_ab_flip_3": run("new", 33.0)}
+    text = fused_moe.region_w8_decode_barrier(results)
+    assert "run at `old` (*reset*:" in text and "at `new` (*flip*:" in text and "3 runs each, on an G" in text
+    row = next(line for line in text.splitlines() if line.startswith("| q "))
+    assert row.split(" | ")[3:] == ["90.0", "34.0 [33.0 to 35.0]", "32.0 [31.0 to 33.0]", "1.06x |"]
