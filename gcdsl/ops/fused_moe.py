@@ -207,8 +207,8 @@ def _decode(x, w1, w2, topk_weights, topk_ids, early_prefetch: bool = False,
             staged_experts: Optional[int] = None, trace: bool = False, streamed: bool = False):
     """The decode kernel, the whole layer: it checks the ids and sorts the slots itself, and
     its barrier's counter comes from `grid_barrier` with its low 31 bits zero (zeroed here
-    only where that has none to give). With `trace`, (result, the CTAs' phase stamps (CTAs, STAMP_SLOTS)
-    int64 ns)."""
+    only where that has none to give). With `trace`, (result, the CTAs' phase stamps
+    (CTAs, STAMP_SLOTS) int64 ns)."""
     require_hopper(x.device, "x", "fused_moe")
     import cutlass
 
