@@ -95,7 +95,7 @@ def region_w8(results: Results, name: str = "W8") -> Optional[str]:
                 if config.get("graph_floor_us") else ""), ""]
     captures = config.get("captures", 1)  # graphs per routed batch and variant
     for mode, what in MODES.items():
-        table = []
+        table, torch_over_bound = [], _torch_over_bound(results, mode)
         for s, t in points(results):
             cells = [s, str(t)] + [f1(u) if (u := _us(rows, s, t, v, mode)) else "-" for v in variants]
             bound = _bound(results, s, t)
@@ -105,8 +105,7 @@ def region_w8(results: Results, name: str = "W8") -> Optional[str]:
                 x = ratios(results, peer, mode).get((s, t))
                 cells.append(ratio(x) if x else "-")
             cells.append(pct(bound / ours) if bound and ours else "-")
-            torch = _us(rows, s, t, "torch", mode)
-            cells.append(ratio(torch / bound) if bound and torch and t <= DECODE_TOKENS else "-")
+            cells.append(ratio(torch_over_bound[(s, t)]) if (s, t) in torch_over_bound else "-")
             table.append(cells)
         over = (f", each variant captured {captures} times per routed batch"
                 if mode == "graph" and captures > 1 else "")
@@ -131,11 +130,11 @@ def region_w8(results: Results, name: str = "W8") -> Optional[str]:
     return "\n".join(lines)
 
 
-def _torch_over_bound(results: Results) -> Dict[Tuple[str, int], float]:
-    """torch's graph-replayed time over the weight-streaming bound, for T <= DECODE_TOKENS."""
+def _torch_over_bound(results: Results, mode: str = "graph") -> Dict[Tuple[str, int], float]:
+    """torch's time over the weight-streaming bound, for T <= DECODE_TOKENS."""
     rows, out = _rows(results), {}
     for s, t in points(results):
-        torch, bound = _us(rows, s, t, "torch", "graph"), _bound(results, s, t)
+        torch, bound = _us(rows, s, t, "torch", mode), _bound(results, s, t)
         if torch and bound and t <= DECODE_TOKENS:
             out[(s, t)] = torch / bound
     return out
