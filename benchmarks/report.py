@@ -13,8 +13,8 @@ from the same data, which is:
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
   and `w7_training.py` kept beside W8.json and W7.json (`--json W8_configs`, ...), and
-  `results/W8_h100.json`, W8 in full on an H100, `results/W8_decode.json`, a forced run of the decode kernel against the one kernel, and
-  `results/W8_lead.json`, one of the one kernel's down-tile deals, `results/W8_streamed.json`,
+  `results/W8_h100.json`, W8 in full on an H100, `results/W8_decode.json`, a forced run
+  of the decode kernel against the one kernel, and `results/W8_lead.json`, one of the one kernel's down-tile deals, `results/W8_streamed.json`,
   the decode kernel's streamed build against its default one, and `results/W8_ab_*.json`,
   the decode layer as two kernels and as one, and with the decode kernel's two grid barriers, in
   alternating runs, `results/W8_decode_phases.json`
