@@ -155,6 +155,8 @@ GROUPED_GEMM_LAYOUTS = {
     # SwiGLU in the epilogue: an MoE's gate-up GEMM storing silu(gate) * up
     "grouped_gemm_bf16_t256_g128_swiglu": dict(activation="swiglu"),
     "grouped_gemm_bf16_t128_g128_swiglu_pingpong": dict(activation="swiglu", schedule="pingpong"),
+    # ... in pairs: one CTA loads the tile's gate rows, the other its up rows, each multicast to both
+    "grouped_gemm_bf16_t256_g8_swiglu_pairs": dict(activation="swiglu"),
     # 64-wide tiles, for decode: one output sub-tile with SwiGLU
     "grouped_gemm_bf16_t64_g128_swiglu": dict(activation="swiglu"),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
@@ -187,6 +189,8 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_fp16_t128_g8_batch_pingpong": (("Float16", "Float16", 8, 128), dict(n=1536, k=1024)),
         "grouped_gemm_bf16_t256_g128_swiglu": (("BFloat16", "BFloat16", 128, 256), dict(n=1536, k=2048)),
         "grouped_gemm_bf16_t128_g128_swiglu_pingpong": (("BFloat16", "BFloat16", 128, 128), dict(n=1536, k=2048)),
+        "grouped_gemm_bf16_t256_g8_swiglu_pairs": (("BFloat16", "BFloat16", 8, 256),
+                                                   dict(n=28672, k=4096, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_swiglu": (("BFloat16", "BFloat16", 128, 64), dict(n=1536, k=2048)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
     }.items()},

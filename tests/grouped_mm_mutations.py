@@ -151,6 +151,9 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
         "            tma_b, rank,",
         "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
         "            tma_b, 0,"),
+    # ragged M in pairs: each CTA its half of the B tile (SwiGLU: the gate rows, or the up rows)
+    "pair_both_ctas_load_the_first_half_of_b": ("return cpasync.tma_partition(\n            tma_b, rank,",
+                                                "return cpasync.tma_partition(\n            tma_b, 0,"),
     "ragged_k_pair_m_steps_not_halved": ("self.fixed_m_steps = self.m_tiles // self.cluster_m",
                                          "self.fixed_m_steps = self.m_tiles // 1"),
     # the combine: the slot's own row, its own weight, every column chunk
@@ -310,6 +313,7 @@ FOCUS: Dict[str, str] = {
     "ragged_k_pair_rank_ignored_in_pingpong": "own_m_tile or grouped_reduction_in_pairs",
     "ragged_k_pair_both_ctas_load_the_first_half_of_b": "pairs_ctas_load or grouped_reduction_in_pairs",
     "ragged_k_pair_m_steps_not_halved": "grouped_reduction_in_pairs",
+    "pair_both_ctas_load_the_first_half_of_b": "pairs_ctas_load or pairs",
     "batch_m_and_n_tiles_swapped": "batch or (every_layout and 3d3d)",
     "b_majors_swapped": "b_view or (every_layout and 2d3d)",
     "pingpong_rows_of_a_cooperative_half": "own_accumulators or pingpong",

@@ -134,6 +134,18 @@ def test_pairs_only_when_groups_average_many_m_tiles():
     assert pick(8 * 2048, 8, 392, 256) == 2 and pick(8 * 2048, 8, 384, 256) == 1
 
 
+def test_the_swiglu_gate_up_product_takes_pairs_where_the_plain_one_does():
+    """The default cluster (`_default_cluster_m`): ragged rows in the cooperative schedule
+    take pairs where `pick_cluster_m` says so, with SwiGLU as without; ping-pong never."""
+    plan = types.SimpleNamespace(tile_n=256, tile_m=128)
+    for activation in ("none", "swiglu"):
+        many = types.SimpleNamespace(ragged="m", total=8 * 1024, groups=8, n=28672, activation=activation)
+        few = types.SimpleNamespace(ragged="m", total=8 * 256, groups=8, n=28672, activation=activation)
+        assert gm._default_cluster_m(many, "cooperative", plan) == 2, activation
+        assert gm._default_cluster_m(few, "cooperative", plan) == 1, activation
+        assert gm._default_cluster_m(many, "pingpong", plan) == 1, activation
+
+
 def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     """The whole call path with a CUDA `offs`, kernel launch stubbed: every torch function that
     touches `offs` is a metadata read (no .tolist(), .item(), .cpu(), .to(), indexing, copy)."""
@@ -317,12 +329,12 @@ def test_a_cluster_size_the_plan_lacks_is_an_error_at_the_callers_line():
     assert gm._Plan.kernel(plan(), 1) == "the kernel"
     with pytest.raises(GcdslError) as ragged_n:
         gm._Plan.kernel(plan(), 2)  # 264 mod 64 = 8
-    with pytest.raises(GcdslError) as swiglu:
-        gm._Plan.kernel(plan(n=256, activation="swiglu"), 2)
-    for info in (ragged_n, swiglu):
+    with pytest.raises(GcdslError) as pingpong:
+        gm._Plan.kernel(plan(n=256, activation="swiglu", schedule="pingpong"), 2)
+    for info in (ragged_n, pingpong):
         assert info.value.param == "cluster_m" and info.value.location.filename == __file__
     assert "cluster_m = 2: pairs need N mod 64 to be 0 or above 32; N = 264" in ragged_n.value.message
-    assert "cluster_m = 2: SwiGLU is built for ragged M, B K-major, no pairs" in swiglu.value.message
+    assert "cluster_m = 2: pairs with ragged M are built for the cooperative schedule only" in pingpong.value.message
 
 
 # ---- input checks: the error names the caller's line -------------------------------------
@@ -660,8 +672,8 @@ def test_swiglu_backward_runs_through_grouped_mm_cases():
 
 
 def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_block(monkeypatch):
-    """`forcing` hands its (schedule, tile_n) to the launches the op picks itself, for the
-    activation named, nested blocks restore the outer one, and nothing stays forced after."""
+    """`forcing` hands its (schedule, tile_n, cluster_m) to the launches the op picks itself,
+    for the activation named, nested blocks restore the outer one, and nothing stays forced after."""
     seen = []
 
     class Launch:
@@ -671,7 +683,7 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
             return None
 
     def launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none"):
-        seen.append((activation, schedule, tile_n))
+        seen.append((activation, schedule, tile_n, cluster_m))
         return Launch()
 
     monkeypatch.setattr(gm, "_launch_for", launch_for)
@@ -679,10 +691,10 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
     with gm.forcing("swiglu", "pingpong", 64):
         gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
         gm._grouped_mm_impl(a, None, None, None)
-        with gm.forcing("swiglu", "cooperative", 128):
+        with gm.forcing("swiglu", "cooperative", 128, cluster_m=2):
             gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
         gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
     gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
-    assert seen == [("swiglu", "pingpong", 64), ("none", None, None), ("swiglu", "cooperative", 128),
-                    ("swiglu", "pingpong", 64), ("swiglu", None, None)]
+    assert seen == [("swiglu", "pingpong", 64, None), ("none", None, None, None), ("swiglu", "cooperative", 128, 2),
+                    ("swiglu", "pingpong", 64, None), ("swiglu", None, None, None)]
     assert gm._FORCED == {}

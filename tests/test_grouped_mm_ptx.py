@@ -217,7 +217,8 @@ def test_pairs_multicast_b_and_release_both_ctas(compiled, case):
     multicast = [i for i in _loads(entry) if "multicast::cluster" in i]
     remote_arrives = [i for i in entry.instructions("mbarrier.arrive") if "shared::cluster" in i]
     if case in PAIRS:
-        assert len(multicast) == _boxes(case)[1] and all(".3d." in i for i in multicast)  # B only; A per CTA
+        b_box = ".5d." if _layout(case).get("activation") == "swiglu" else ".3d."  # (SwiGLU's B: row, half, tile)
+        assert len(multicast) == _boxes(case)[1] and all(b_box in i for i in multicast)  # B only; A per CTA
         assert remote_arrives and entry.count("barrier.cluster.wait") == 1
     else:
         assert not multicast and not remote_arrives and entry.count("barrier.cluster") == 0

@@ -11,7 +11,9 @@ torch lays them out:
   rows of its own M-tile of its group, each once, and TMA's clipping at the descriptor's
   extents drops every row past the group's end;
 - the grouped reduction (ragged K): the columns of T a group's k-tiles load, and in a
-  pair the two halves of each B tile, one a CTA.
+  pair the two halves of each B tile, one a CTA;
+- ragged M in pairs: the two halves of each B tile, one a CTA; with SwiGLU, the gate
+  rows and their up rows.
 """
 import random
 import warnings
@@ -241,3 +243,45 @@ def test_a_pairs_ctas_load_the_two_halves_of_each_b_tile_in_the_grouped_reductio
         assert origins[0][kk] == tile_at(k_first + kk * tile_k), (kk, origins[0][kk])
         step = tuple(b - a for a, b in zip(origins[0][kk], origins[1][kk]))
         assert step in halves, (kk, step)
+
+
+def _pair_b_origins(gemm, n_tile: int, k_tile: int, group: int) -> dict:
+    """Ragged M in pairs: rank: the origin of the TMA box of B that the CTA of that rank
+    loads for (n_tile, k_tile, group) (`b_boxes`, through the atom of `tma_atoms`)."""
+    origins = {}
+
+    def body():
+        pointer = cute.make_ptr(gemm.ab_dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=16)
+        a, b, c = gemm.operands(pointer, pointer, pointer, 640)
+        _, a_smem, b_smem, c_smem = gemm.mma_and_smem_layouts()
+        tma_b, mB = gemm.tma_atoms(a, b, c, a_smem, b_smem, c_smem)[2:4]
+        sB = cute.make_tensor(cute.make_ptr(gemm.ab_dtype, 1024, cute.AddressSpace.smem, assumed_align=1024),
+                              b_smem.outer)
+        for rank in range(gemm.cluster_m):
+            _, boxes = gemm.b_boxes(tma_b, mB, sB, rank)
+            origins[rank] = tuple(int(v) for v in boxes[(0, n_tile, k_tile, group)])
+
+    _traced(body)
+    return origins
+
+
+@pytest.mark.parametrize("activation", ["none", "swiglu"])
+def test_a_pairs_ctas_load_the_two_halves_of_each_b_tile_with_ragged_rows(activation):
+    """Ragged M in pairs: rank 0 loads the first half of the B tile (its first tile_n / 2
+    rows of w, N-tile j's), rank 1 the second. With SwiGLU the tile's first half is its
+    gate rows j h ... and its second their up rows I + j h ... (h = tile_n / 2): each CTA
+    loads one of the two, and the tile's columns pair as the epilogue reads them."""
+    groups, n, k, tile_n = 3, 2048, 256, 256
+    gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, groups, n, k, tile_n,
+                                                cluster_m=2, activation=activation))
+    tile_k, half = gemm.tile_mnk[2], tile_n // 2
+    for n_tile, k_tile, group in [(0, 0, 0), (2, 3, 1), (n // tile_n - 1, k // tile_k - 1, groups - 1)]:
+        origins = _pair_b_origins(gemm, n_tile, k_tile, group)
+        if activation == "swiglu":  # TMA coordinates (k, row in the half, half, N-tile, group)
+            rows = {rank: half_ * (n // 2) + tile * half + row for rank, (_, row, half_, tile, _) in origins.items()}
+            wanted = {0: n_tile * half, 1: n // 2 + n_tile * half}
+        else:  # (k, n, group)
+            rows = {rank: origin[1] for rank, origin in origins.items()}
+            wanted = {0: n_tile * tile_n, 1: n_tile * tile_n + half}
+        assert rows == wanted, (n_tile, origins)
+        assert all((origin[0], origin[-1]) == (k_tile * tile_k, group) for origin in origins.values()), origins

@@ -256,23 +256,25 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
-    schedule, tile_n = _FORCED.get(activation, (None, None))
-    launch = _launch_for(a, b, offs, out_dtype, tile_n, None, schedule, activation)
+    schedule, tile_n, cluster_m = _FORCED.get(activation, (None, None, None))
+    launch = _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation)
     return launch(a, b, offs, launch.problem.make_output(a.device))
 
 
-# (schedule, tile_n) per activation while `forcing` holds; empty otherwise.
-_FORCED: Dict[str, Tuple[Optional[str], Optional[int]]] = {}
+# (schedule, tile_n, cluster_m) per activation while `forcing` holds; empty otherwise.
+_FORCED: Dict[str, Tuple[Optional[str], Optional[int], Optional[int]]] = {}
 
 
 @contextlib.contextmanager
-def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None) -> Iterator[None]:
+def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None,
+            cluster_m: Optional[int] = None) -> Iterator[None]:
     """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
-    runs `schedule` and `tile_n` where the heuristics would pick them: how the benchmarks
-    time each configuration inside a layer whose calls they do not make (`fused_moe`).
-    For measurement: not thread-safe, and a CUDA graph keeps what was forced at capture."""
+    runs `schedule`, `tile_n` and `cluster_m` where the heuristics would pick them (None:
+    the heuristic's): how the benchmarks time each configuration inside a layer whose
+    calls they do not make (`fused_moe`). For measurement: not thread-safe, and a CUDA
+    graph keeps what was forced at capture."""
     before = _FORCED.get(activation)
-    _FORCED[activation] = (schedule, tile_n)
+    _FORCED[activation] = (schedule, tile_n, cluster_m)
     try:
         yield
     finally:
@@ -455,7 +457,7 @@ def _default_cluster_m(problem: Problem, schedule: str, plan: "_Plan") -> int:
     schedule (`pick_cluster_m`), and the grouped reduction wherever they fit."""
     if problem.ragged == "k":
         return pick_reduction_cluster_m(problem, plan.tile_m, plan.tile_n)
-    if problem.ragged == "m" and schedule == "cooperative" and problem.activation == "none":
+    if problem.ragged == "m" and schedule == "cooperative":
         return pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
     return 1
 

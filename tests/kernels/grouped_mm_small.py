@@ -4,6 +4,7 @@
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
     python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
+    python -m tests.kernels.grouped_mm_small swiglu        # the SwiGLU epilogue alone
     python -m tests.kernels.grouped_mm_small decode        # the decode kernel alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
@@ -86,19 +87,7 @@ def other_cases(rows) -> bool:
     tiles = sum(-(-r // 128) for r in rows_many) * 9
     print(f"ping-pong, both warpgroups ({tiles} tiles on {sms} SMs): rel err {err:.1e} "
           f"{'PASS' if good else 'FAIL'}", flush=True)
-    # the SwiGLU epilogue, in its configurations
-    import torch.nn.functional as F
-
-    x, w13 = rand(t, k), rand(groups, 256, k)  # (G, 2I, K), I = 128
-    ref = torch.cat([F.silu(x[s:e].float() @ w13[g, :128].float().t()) * (x[s:e].float() @ w13[g, 128:].float().t())
-                     for g, (s, e) in enumerate(zip(bounds, bounds[1:]))])
-    for schedule, tile_n in (("cooperative", 256), ("pingpong", 128), ("cooperative", 64)):
-        out = torch.full((t, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
-        grouped_mm_into(x, w13.transpose(-2, -1), ends, out, tile_n=tile_n, schedule=schedule, activation="swiglu")
-        err = ((out[:bounds[-1]].float() - ref).abs().max() / ref.abs().max()).item()
-        good = err <= 1e-2 and bool(torch.isnan(out[bounds[-1]:]).all())
-        ok &= good
-        print(f"SwiGLU, {schedule} {tile_n}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+    ok &= swiglu_epilogues(rows)
     for name, (x, y, offs, owned) in cases.items():
         out = owned(gcdsl.ops.grouped_mm(x, y, offs).float())
         ref = x.float() @ y.float() if offs is None else grouped(x, y)
@@ -109,6 +98,32 @@ def other_cases(rows) -> bool:
     ok &= grouped_reductions()
     ok &= experts_in_one_kernel()
     ok &= decode_kernel()
+    return ok
+
+
+def swiglu_epilogues(rows) -> bool:
+    """The SwiGLU epilogue in its configurations, pairs among them (one CTA of a pair
+    loads the gate rows, the other the up rows; the group of 64 rows leaves a CTA idle)."""
+    import torch.nn.functional as F
+
+    ends = torch.tensor(rows).cumsum(0).to(torch.int32).cuda()
+    bounds = [0] + ends.tolist()
+    t, k, groups = bounds[-1] + 3, 72, len(rows)
+    x = torch.randn(t, k, device="cuda", dtype=torch.bfloat16)
+    w13 = torch.randn(groups, 256, k, device="cuda", dtype=torch.bfloat16)  # (G, 2I, K), I = 128
+    ref = torch.cat([F.silu(x[s:e].float() @ w13[g, :128].float().t()) * (x[s:e].float() @ w13[g, 128:].float().t())
+                     for g, (s, e) in enumerate(zip(bounds, bounds[1:]))])
+    ok = True
+    for schedule, tile_n, cluster_m in (("cooperative", 256, 1), ("cooperative", 256, 2), ("pingpong", 128, 1),
+                                        ("cooperative", 64, 1)):
+        out = torch.full((t, 128), float("nan"), device="cuda", dtype=torch.bfloat16)
+        grouped_mm_into(x, w13.transpose(-2, -1), ends, out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
+                        activation="swiglu")
+        err = ((out[:bounds[-1]].float() - ref).abs().max() / ref.abs().max()).item()
+        good = err <= 1e-2 and bool(torch.isnan(out[bounds[-1]:]).all())
+        ok &= good
+        print(f"SwiGLU, {schedule} {tile_n}{', pairs' if cluster_m == 2 else ''}: rel err {err:.1e} "
+              f"{'PASS' if good else 'FAIL'}", flush=True)
     return ok
 
 
@@ -210,6 +225,8 @@ def decode_kernel() -> bool:
 if __name__ == "__main__":
     if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
         sys.exit(0 if grouped_reductions() else 1)
+    if sys.argv[1:] == ["swiglu"]:  # the SwiGLU epilogue alone
+        sys.exit(0 if swiglu_epilogues([0, 1, 129, 64]) else 1)
     if sys.argv[1:] == ["decode"]:
         sys.exit(0 if decode_kernel() else 1)
     sys.exit(main())

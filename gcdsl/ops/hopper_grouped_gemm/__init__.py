@@ -414,12 +414,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         sB = storage.sB.get_tensor(b_smem.outer, swizzle=b_smem.inner)
         sC = storage.sC.get_tensor(c_smem.outer, swizzle=c_smem.inner)
 
-        # B tiles: (TMA, n_tile, k_tile, group), partitioned once; in a pair, each CTA
-        # loads its half of every B tile and multicasts it to both.
-        gB = cute.local_tile(mB, (tile_n, tile_k), (None,) * cute.rank(mB))
-        tBsB, tBgB = cpasync.tma_partition(
-            tma_b, rank, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
-        )
+        tBsB, tBgB = self.b_boxes(tma_b, mB, sB, rank)  # partitioned once
         pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA
         if cutlass.const_expr(cluster_m > 1):
             cute.arch.sync_threads()  # the cluster wait above follows a relaxed arrive: order the schedule's writes

@@ -177,8 +177,8 @@ class GemmConfig:
         if self.activation not in ACTIVATIONS:
             problems.append(f"activation {self.activation!r} is not one of {ACTIVATIONS}")
         elif self.activation == "swiglu":
-            if (self.ragged, self.b_major, self.cluster_m) != ("m", "k", 1):
-                problems.append("SwiGLU is built for ragged M, B K-major, no pairs")
+            if (self.ragged, self.b_major) != ("m", "k"):
+                problems.append("SwiGLU is built for ragged M, B K-major")
             if self.n % self.tile_n:
                 problems.append(f"SwiGLU reads a tile's gate and up halves from B's two halves: N / 2 = "
                                 f"{self.n // 2} must be a multiple of tile_n / 2 = {self.tile_n // 2}")

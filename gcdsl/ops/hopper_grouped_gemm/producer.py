@@ -218,6 +218,17 @@ class Producer:
                                            kk * self.tile_mnk[2], lane_rows[j])
 
     @cute.jit
+    def b_boxes(self, tma_b: cute.CopyAtom, mB: cute.Tensor, sB: cute.Tensor, rank: cutlass.Int32) -> Tuple:
+        """Ragged M and batches: (this CTA's part of each stage's B, its TMA boxes of B as
+        (TMA, n_tile, k_tile, group)). In a pair, its half of every B tile, which it
+        multicasts to both CTAs: the first half for rank 0, the second for rank 1 (with
+        SwiGLU, the tile's gate rows and its up rows)."""
+        gB = cute.local_tile(mB, self.tile_mnk[1:], (None,) * cute.rank(mB))
+        return cpasync.tma_partition(
+            tma_b, rank, cute.make_layout(self.cluster_m), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2)
+        )
+
+    @cute.jit
     def group_b_boxes(self, tma_b: cute.CopyAtom, mB: cute.Tensor, sB: cute.Tensor, start: cutlass.Int32,
                       k_first: cutlass.Int32, n_tile: cutlass.Int32, rank: cutlass.Int32) -> cute.Tensor:
         """Ragged K: this CTA's TMA boxes of B's N-tile `n_tile`, a k-tile each, over the
