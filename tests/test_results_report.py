@@ -243,6 +243,26 @@ def test_streamed_decode_region_reads_a_forced_run():
     assert "at `abc`" in text and "median of 5 rounds of 20 calls" in text
 
 
+def test_swiglu_pairs_region_reads_a_forced_run():
+    """The region for `W8_swiglu_pairs.json` keeps its text until the run exists, then shows
+    torch's, each forced form's and the picked form's graph-replay times, alone over pairs
+    and torch over the picked form (eager rows are not read)."""
+    from benchmarks.reporting import fused_moe
+
+    assert fused_moe.region_w8_swiglu_pairs({}) is None
+    times = {"torch": 5800.0, "pair": 5000.0, "pair up cooperative 256 alone": 5600.0,
+             "pair up cooperative 256 pairs": 4900.0}
+    rows = [{"shape": "mixtral-8x7b", "tokens": 4096, "variant": v, "mode": "graph", "us": us, "status": "OK"}
+            for v, us in times.items()]
+    rows.append({"shape": "mixtral-8x7b", "tokens": 4096, "variant": "pair", "mode": "eager", "us": 1.0,
+                 "status": "OK"})
+    source = {"results": rows, "config": {"rounds": 3, "calls": 20}, "machine": {"gcdsl_git": "abc"}}
+    text = fused_moe.region_w8_swiglu_pairs({"W8_swiglu_pairs": source})
+    row = next(line for line in text.splitlines() if line.startswith("| mixtral-8x7b"))
+    assert row.split(" | ")[2:] == ["5800.0", "5600.0", "4900.0", "5000.0", "1.14x", "1.16x |"]
+    assert "--shapes mixtral-8x7b --tokens 4096" in text and "at `abc`" in text
+
+
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():
     """*torch / bound* at T <= 64 (graph and eager), and the targets line names the points
     where it is below 1.50x; a run kept beside W8.json (`--json W8_h100`) renders alone,

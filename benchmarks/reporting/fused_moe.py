@@ -282,6 +282,36 @@ def region_w8_streamed(results: Results) -> Optional[str]:
                   "one kernel vs streamed", "HBM fraction, decode", "HBM fraction, streamed"], table)])
 
 
+# W8_swiglu_pairs.json's forced variants: the two-GEMM form with its SwiGLU gate-up GEMM
+# (128 x 256 tiles) run by CTAs alone and in pairs
+SWIGLU_CLUSTER_FORMS = ("pair up cooperative 256 alone", "pair up cooperative 256 pairs")
+
+
+def region_w8_swiglu_pairs(results: Results) -> Optional[str]:
+    """`W8_swiglu_pairs.json` (`--forced` SWIGLU_CLUSTER_FORMS): the two-GEMM form with its
+    gate-up GEMM forced to CTAs alone and to pairs, beside the form as it picks and torch's
+    layer, graph replays: the data for taking pairs with SwiGLU."""
+    if "W8_swiglu_pairs" not in results:
+        return None
+    source = results["W8_swiglu_pairs"]
+    points = _forced_times(source, ("torch", "pair", *SWIGLU_CLUSTER_FORMS))
+    table = []
+    for s, t, us in points:
+        alone, pairs = (us.get(v) for v in SWIGLU_CLUSTER_FORMS)
+        table.append([s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *SWIGLU_CLUSTER_FORMS, "pair")]
+                     + [ratio(alone / pairs) if alone and pairs else "-",
+                        ratio(us["torch"] / us["pair"]) if "torch" in us and "pair" in us else "-"])
+    shapes = ",".join(dict.fromkeys(s for s, _, _ in points))
+    return "\n".join([
+        f"Command: `python benchmarks/w8_fused_moe.py --shapes {shapes} --tokens {_forced_tokens(points)} "
+        f"--variants torch,pair --forced \"{','.join(SWIGLU_CLUSTER_FORMS)}\" --json W8_swiglu_pairs`"
+        f"{_forced_replays(source)} *alone* and *pairs*: `fused_moe_pair` with its SwiGLU gate-up GEMM forced to "
+        "128 x 256 tiles, CTAs alone or in pairs (one CTA of a pair loads a tile's gate rows, the other its up "
+        "rows, each multicast to both); *pair*: `fused_moe_pair` with the configuration it picks. "
+        "*alone / pairs* above 1: pairs are faster:", "",
+        md_table(["shape", "tokens", "torch", "alone", "pairs", "pair", "alone / pairs", "torch / pair"], table)])
+
+
 # A/B runs of the decode layer, `w8_fused_moe.py` at two commits in turn, W8_ab_<form>_<n>.json:
 # the layer launched as two kernels (the routing kernel, which zeroed the decode kernel's
 # barrier counter, then the decode kernel) and as the decode kernel alone; then the decode

@@ -41,7 +41,7 @@ Heuristics, from shapes alone (never `offs`). Tile: 128x256, unless N <= 128, th
 last 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups
 that can have rows (at most min(G, T)) make no more 256-wide tiles than half the SMs
 (decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (ragged
-rows only): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
+rows, SwiGLU's too): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
 whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
 groups odd, that is one paired M-tile in 17 at most) and N mod tile is 0 or more than
 half a tile (each CTA's half of the last B tile starts inside B), else single CTAs.

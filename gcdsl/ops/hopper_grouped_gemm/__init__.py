@@ -83,7 +83,8 @@ warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
 SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
 tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue
 pairs each gate accumulator with its up accumulator (same thread, tile_n / 2 columns
-on) and stores silu(gate) * up, half the tile's columns.
+on) and stores silu(gate) * up, half the tile's columns. In a pair (below) the B tile's
+first half is its gate rows and its second their up rows: one CTA loads each.
 
 Pairs (`cluster_m=2`, a 2x1 cluster): the two CTAs of a cluster take two
 consecutive M-tiles of one group and the same B tile; each loads half of the B
