@@ -15,8 +15,8 @@ from the same data, which is:
   and `w7_training.py` kept beside W8.json and W7.json (`--json W8_configs`, ...), and
   `results/W8_h100.json`, W8 in full on an H100, `results/W8_decode.json`, a forced run
   of the decode kernel against the one kernel, and `results/W8_lead.json`, one of the one kernel's down-tile deals, `results/W8_streamed.json`,
-  the decode kernel's streamed build against its default one, `results/W8_swiglu_pairs.json`,
-  the two-GEMM form's gate-up GEMM with CTAs alone and in pairs, and `results/W8_ab_*.json`,
+  the decode kernel's streamed build against its default one, `results/W8_swiglu_pairs.json`
+  and `results/W8_pairs_rule*.json`, the two-GEMM form's GEMMs with CTAs alone and in pairs, and `results/W8_ab_*.json`,
   the decode layer as two kernels and as one, and with the decode kernel's two grid barriers, in
   alternating runs, `results/W8_decode_phases.json`
   and `results/W8_decode_stream.json`, the decode kernel phase by phase and its weight

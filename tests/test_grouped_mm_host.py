@@ -134,16 +134,20 @@ def test_pairs_only_when_groups_average_many_m_tiles():
     assert pick(8 * 2048, 8, 392, 256) == 2 and pick(8 * 2048, 8, 384, 256) == 1
 
 
-def test_the_swiglu_gate_up_product_takes_pairs_where_the_plain_one_does():
+def test_the_swiglu_gate_up_product_takes_pairs_from_a_full_m_tile_an_expert():
     """The default cluster (`_default_cluster_m`): ragged rows in the cooperative schedule
-    take pairs where `pick_cluster_m` says so, with SwiGLU as without; ping-pong never."""
+    take pairs from PAIR_ROWS_PER_GROUP rows a group, SwiGLU's product from
+    SWIGLU_PAIR_ROWS_PER_GROUP; ping-pong never."""
     plan = types.SimpleNamespace(tile_n=256, tile_m=128)
-    for activation in ("none", "swiglu"):
-        many = types.SimpleNamespace(ragged="m", total=8 * 1024, groups=8, n=28672, activation=activation)
-        few = types.SimpleNamespace(ragged="m", total=8 * 256, groups=8, n=28672, activation=activation)
-        assert gm._default_cluster_m(many, "cooperative", plan) == 2, activation
-        assert gm._default_cluster_m(few, "cooperative", plan) == 1, activation
-        assert gm._default_cluster_m(many, "pingpong", plan) == 1, activation
+
+    def cluster(rows, activation, schedule="cooperative"):
+        problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=28672, activation=activation)
+        return gm._default_cluster_m(problem, schedule, plan)
+
+    assert gm.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < gm.PAIR_ROWS_PER_GROUP
+    assert [cluster(rows, "none") for rows in (127, 128, 1023, 1024)] == [1, 1, 1, 2]
+    assert [cluster(rows, "swiglu") for rows in (127, 128, 1023, 1024)] == [1, 2, 2, 2]
+    assert cluster(1024, "none", "pingpong") == cluster(1024, "swiglu", "pingpong") == 1
 
 
 def test_device_offsets_are_never_read_on_the_host(monkeypatch):

@@ -243,10 +243,10 @@ def test_streamed_decode_region_reads_a_forced_run():
     assert "at `abc`" in text and "median of 5 rounds of 20 calls" in text
 
 
-def test_swiglu_pairs_region_reads_a_forced_run():
-    """The region for `W8_swiglu_pairs.json` keeps its text until the run exists, then shows
-    torch's, each forced form's and the picked form's graph-replay times, alone over pairs
-    and torch over the picked form (eager rows are not read)."""
+def test_pairs_region_reads_each_forced_run():
+    """The region for the alone-and-pairs runs keeps its text until one exists, then shows
+    each run's command, the times of the forms it measured (graph replays; eager rows not
+    read) and alone over pairs for each GEMM forced both ways."""
     from benchmarks.reporting import fused_moe
 
     assert fused_moe.region_w8_swiglu_pairs({}) is None
@@ -257,10 +257,18 @@ def test_swiglu_pairs_region_reads_a_forced_run():
     rows.append({"shape": "mixtral-8x7b", "tokens": 4096, "variant": "pair", "mode": "eager", "us": 1.0,
                  "status": "OK"})
     source = {"results": rows, "config": {"rounds": 3, "calls": 20}, "machine": {"gcdsl_git": "abc"}}
-    text = fused_moe.region_w8_swiglu_pairs({"W8_swiglu_pairs": source})
-    row = next(line for line in text.splitlines() if line.startswith("| mixtral-8x7b"))
-    assert row.split(" | ")[2:] == ["5800.0", "5600.0", "4900.0", "5000.0", "1.14x", "1.16x |"]
-    assert "--shapes mixtral-8x7b --tokens 4096" in text and "at `abc`" in text
+    down = {"pair down cooperative 256 alone": 900.0, "pair down cooperative 256 pairs": 1000.0, "pair": 950.0}
+    rule = {"results": [{"shape": "qwen3-30b-a3b", "tokens": 2048, "variant": v, "mode": "graph", "us": us,
+                         "status": "OK"} for v, us in down.items()],
+            "config": {"rounds": 5, "calls": 20}, "machine": {"gcdsl_git": "def"}}
+    text = fused_moe.region_w8_swiglu_pairs({"W8_swiglu_pairs": source, "W8_pairs_rule": rule})
+    lines = text.splitlines()
+    row = next(line for line in lines if line.startswith("| mixtral-8x7b"))
+    assert row.split(" | ")[2:] == ["5800.0", "5000.0", "5600.0", "4900.0", "1.14x |"]
+    row = next(line for line in lines if line.startswith("| qwen3-30b-a3b"))
+    assert row.split(" | ")[2:] == ["950.0", "900.0", "1000.0", "0.90x |"]
+    assert "--shapes mixtral-8x7b --tokens 4096 --rounds 3 --variants torch,pair" in text and "at `abc`" in text
+    assert "--variants pair --forced \"pair down cooperative 256 alone," in text and "at `def`" in text
 
 
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():

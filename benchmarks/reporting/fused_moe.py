@@ -282,34 +282,44 @@ def region_w8_streamed(results: Results) -> Optional[str]:
                   "one kernel vs streamed", "HBM fraction, decode", "HBM fraction, streamed"], table)])
 
 
-# W8_swiglu_pairs.json's forced variants: the two-GEMM form with its SwiGLU gate-up GEMM
-# (128 x 256 tiles) run by CTAs alone and in pairs
-SWIGLU_CLUSTER_FORMS = ("pair up cooperative 256 alone", "pair up cooperative 256 pairs")
+# The two-GEMM form with a GEMM forced to CTAs alone and to pairs (128 x 256 tiles):
+# W8_swiglu_pairs.json (the gate-up GEMM at 512 and 4,096 tokens), W8_pairs_rule.json
+# (both GEMMs, 512 to 2,048 tokens) and W8_pairs_rule_qwen.json (Qwen3-30B-A3B's gate-up GEMM)
+CLUSTER_RUNS = ("W8_swiglu_pairs", "W8_pairs_rule", "W8_pairs_rule_qwen")
+CLUSTER_FORMS = {gemm: tuple(f"pair {gemm} cooperative 256 {cluster}" for cluster in ("alone", "pairs"))
+                 for gemm in ("up", "down")}
 
 
 def region_w8_swiglu_pairs(results: Results) -> Optional[str]:
-    """`W8_swiglu_pairs.json` (`--forced` SWIGLU_CLUSTER_FORMS): the two-GEMM form with its
-    gate-up GEMM forced to CTAs alone and to pairs, beside the form as it picks and torch's
-    layer, graph replays: the data for taking pairs with SwiGLU."""
-    if "W8_swiglu_pairs" not in results:
+    """The runs of CLUSTER_RUNS (`--forced` CLUSTER_FORMS): `fused_moe_pair` with its gate-up
+    (SwiGLU) or down GEMM forced to CTAs alone and to pairs, beside the form as it picks
+    and torch's layer where measured, graph replays: the data for the pairs rules."""
+    runs = [name for name in CLUSTER_RUNS if name in results]
+    if not runs:
         return None
-    source = results["W8_swiglu_pairs"]
-    points = _forced_times(source, ("torch", "pair", *SWIGLU_CLUSTER_FORMS))
-    table = []
-    for s, t, us in points:
-        alone, pairs = (us.get(v) for v in SWIGLU_CLUSTER_FORMS)
-        table.append([s, str(t)] + [f1(us[v]) if v in us else "-" for v in ("torch", *SWIGLU_CLUSTER_FORMS, "pair")]
-                     + [ratio(alone / pairs) if alone and pairs else "-",
-                        ratio(us["torch"] / us["pair"]) if "torch" in us and "pair" in us else "-"])
-    shapes = ",".join(dict.fromkeys(s for s, _, _ in points))
-    return "\n".join([
-        f"Command: `python benchmarks/w8_fused_moe.py --shapes {shapes} --tokens {_forced_tokens(points)} "
-        f"--variants torch,pair --forced \"{','.join(SWIGLU_CLUSTER_FORMS)}\" --json W8_swiglu_pairs`"
-        f"{_forced_replays(source)} *alone* and *pairs*: `fused_moe_pair` with its SwiGLU gate-up GEMM forced to "
-        "128 x 256 tiles, CTAs alone or in pairs (one CTA of a pair loads a tile's gate rows, the other its up "
-        "rows, each multicast to both); *pair*: `fused_moe_pair` with the configuration it picks. "
-        "*alone / pairs* above 1: pairs are faster:", "",
-        md_table(["shape", "tokens", "torch", "alone", "pairs", "pair", "alone / pairs", "torch / pair"], table)])
+    text = []
+    for name in runs:
+        source = results[name]
+        measured = {r["variant"] for r in source["results"] if ok(r)}
+        gemms = [gemm for gemm, forms in CLUSTER_FORMS.items() if set(forms) <= measured]
+        forms = [form for gemm in gemms for form in CLUSTER_FORMS[gemm]]
+        variants = [v for v in ("torch", "pair") if v in measured]
+        points = _forced_times(source, (*variants, *forms))
+        table = []
+        for s, t, us in points:
+            cells = [s, str(t)] + [f1(us[v]) if v in us else "-" for v in (*variants, *forms)]
+            for gemm in gemms:
+                alone, pairs = (us.get(v) for v in CLUSTER_FORMS[gemm])
+                cells.append(ratio(alone / pairs) if alone and pairs else "-")
+            table.append(cells)
+        shapes = ",".join(dict.fromkeys(s for s, _, _ in points))
+        text += [
+            f"Command: `python benchmarks/w8_fused_moe.py --shapes {shapes} --tokens {_forced_tokens(points)} "
+            f"--rounds {source['config'].get('rounds')} --variants {','.join(variants)} "
+            f"--forced \"{','.join(forms)}\" --json {name}`{_forced_replays(source)}", "",
+            md_table(["shape", "tokens", *variants, *(form[len("pair "):] for form in forms),
+                      *(f"{gemm}: alone / pairs" for gemm in gemms)], table), ""]
+    return "\n".join(text[:-1])
 
 
 # A/B runs of the decode layer, `w8_fused_moe.py` at two commits in turn, W8_ab_<form>_<n>.json:

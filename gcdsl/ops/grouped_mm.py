@@ -41,10 +41,11 @@ Heuristics, from shapes alone (never `offs`). Tile: 128x256, unless N <= 128, th
 last 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups
 that can have rows (at most min(G, T)) make no more 256-wide tiles than half the SMs
 (decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (ragged
-rows, SwiGLU's too): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
+rows): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
 whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
-groups odd, that is one paired M-tile in 17 at most) and N mod tile is 0 or more than
-half a tile (each CTA's half of the last B tile starts inside B), else single CTAs.
+groups odd, that is one paired M-tile in 17 at most), or for SwiGLU's gate-up product
+`SWIGLU_PAIR_ROWS_PER_GROUP`, and N mod tile is 0 or more than half a tile (each CTA's
+half of the last B tile starts inside B), else single CTAs.
 """
 from __future__ import annotations
 
@@ -62,6 +63,12 @@ from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fa
 # about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
 # pairs make up for by halving B's traffic from L2 (W5's forced configurations show both).
 PAIR_ROWS_PER_GROUP = 1024
+# ... and SwiGLU's gate-up product (an MoE layer's, its groups the experts) once they
+# average a full M-tile: in fused_moe's two-GEMM form on the three W8 shapes, pairs were
+# 1.05x to 1.23x faster at 128 to 1,024 rows an expert, level once (Mixtral-8x7B at 512
+# rows; RESULTS.md, "The gate-up GEMM in pairs"). A routed expert's rows spill into a
+# last M-tile that alone would load its B tiles again, which a pair loads once.
+SWIGLU_PAIR_ROWS_PER_GROUP = 128
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
 # of rows. Measured on the Qwen3-30B-A3B and DeepSeek-V3 training GEMMs at 4,096 and
@@ -458,7 +465,8 @@ def _default_cluster_m(problem: Problem, schedule: str, plan: "_Plan") -> int:
     if problem.ragged == "k":
         return pick_reduction_cluster_m(problem, plan.tile_m, plan.tile_n)
     if problem.ragged == "m" and schedule == "cooperative":
-        return pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n)
+        rows = SWIGLU_PAIR_ROWS_PER_GROUP if problem.activation == "swiglu" else PAIR_ROWS_PER_GROUP
+        return pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n, rows)
     return 1
 
 
@@ -487,14 +495,14 @@ def pick_tiles(problem: Problem, schedule: Optional[str], tile_n: Optional[int],
     return schedule, pick_tile_n(problem.n, tiles, tiles, sms)
 
 
-def pick_cluster_m(m: int, groups: int, n: int, tile_n: int) -> int:
+def pick_cluster_m(m: int, groups: int, n: int, tile_n: int, rows_per_group: int = PAIR_ROWS_PER_GROUP) -> int:
     """2 (pairs of CTAs on two M-tiles of a group, sharing each B tile by multicast) when
-    groups average at least PAIR_ROWS_PER_GROUP rows and N suits pairs (`pairs_fit`); else 1.
+    groups average at least `rows_per_group` rows and N suits pairs (`pairs_fit`); else 1.
     From shapes alone: `offs` may be on the device. Both kernels are compiled together.
     """
     from .hopper_grouped_gemm import pairs_fit
 
-    return 2 if m >= PAIR_ROWS_PER_GROUP * groups and pairs_fit(n, tile_n) else 1
+    return 2 if m >= rows_per_group * groups and pairs_fit(n, tile_n) else 1
 
 
 def cluster_tile_bound(m: int, groups: int, n: int, tile_n: int, cluster_m: int, tile_m: Optional[int] = None) -> int:
