@@ -295,13 +295,8 @@ class MoeExperts:
             sC_down = cute.make_tensor(cute.recast_ptr(storage.sC.data_ptr(), c_smem_down.inner,
                                                        dtype=self.down.c_dtype), c_smem_down.outer)
 
-        def b_partitions(tma_b, mB):
-            gB = cute.local_tile(mB, (tile_n, tile_k), (None, None, None))
-            return cpasync.tma_partition(
-                tma_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2), cute.group_modes(gB, 0, 2))
-
-        tBsB0, tBgB0 = b_partitions(tma_b0, mB0)
-        tBsB1, tBgB1 = b_partitions(tma_b1, mB1)
+        tBsB0, tBgB0 = self.up.b_boxes(tma_b0, mB0, sB, rank)
+        tBsB1, tBgB1 = self.down.b_boxes(tma_b1, mB1, sB, rank)
         pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
         tiles_up, tiles_down = tile_end_up[table - 1], tile_end_down[table - 1]
         deal = DownDeal(bidx, num_ctas, tiles_up, self.down_lead)
