@@ -390,7 +390,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             rank = cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster())
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
-        tile_m, tile_n, tile_k = self.tile_mnk
+        tile_m = self.tile_mnk[0]
 
         if warp == 0:
             cpasync.prefetch_descriptor(tma_a)

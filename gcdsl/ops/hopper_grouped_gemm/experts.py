@@ -257,7 +257,7 @@ class MoeExperts:
         num_ctas, _, _ = cute.arch.grid_dim()
         warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         warpgroup_idx = cute.arch.make_warp_uniform(tidx // 128)
-        tile_m, tile_n, tile_k = self.up.tile_mnk
+        tile_m = self.up.tile_mnk[0]
         rank = cutlass.Int32(0)
 
         if warp == 0:
