@@ -105,7 +105,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W8-decode": fused_moe.region_w8_decode,
     "W8-lead": fused_moe.region_w8_lead,
     "W8-streamed": fused_moe.region_w8_streamed,
-    "W8-swiglu-pairs": fused_moe.region_w8_swiglu_pairs,
+    "W8-pairs": fused_moe.region_w8_pairs,
     "W8-decode-launches": fused_moe.region_w8_decode_launches,
     "W8-decode-barrier": fused_moe.region_w8_decode_barrier,
     "W8-decode-phases": fused_moe.region_w8_decode_phases,

@@ -249,7 +249,7 @@ def test_pairs_region_reads_each_forced_run():
     read) and alone over pairs for each GEMM forced both ways."""
     from benchmarks.reporting import fused_moe
 
-    assert fused_moe.region_w8_swiglu_pairs({}) is None
+    assert fused_moe.region_w8_pairs({}) is None
     times = {"torch": 5800.0, "pair": 5000.0, "pair up cooperative 256 alone": 5600.0,
              "pair up cooperative 256 pairs": 4900.0}
     rows = [{"shape": "mixtral-8x7b", "tokens": 4096, "variant": v, "mode": "graph", "us": us, "status": "OK"}
@@ -261,7 +261,7 @@ def test_pairs_region_reads_each_forced_run():
     rule = {"results": [{"shape": "qwen3-30b-a3b", "tokens": 2048, "variant": v, "mode": "graph", "us": us,
                          "status": "OK"} for v, us in down.items()],
             "config": {"rounds": 5, "calls": 20}, "machine": {"gcdsl_git": "def"}}
-    text = fused_moe.region_w8_swiglu_pairs({"W8_swiglu_pairs": source, "W8_pairs_rule": rule})
+    text = fused_moe.region_w8_pairs({"W8_swiglu_pairs": source, "W8_pairs_rule": rule})
     lines = text.splitlines()
     row = next(line for line in lines if line.startswith("| mixtral-8x7b"))
     assert row.split(" | ")[2:] == ["5800.0", "5000.0", "5600.0", "4900.0", "1.14x |"]

@@ -290,7 +290,7 @@ CLUSTER_FORMS = {gemm: tuple(f"pair {gemm} cooperative 256 {cluster}" for cluste
                  for gemm in ("up", "down")}
 
 
-def region_w8_swiglu_pairs(results: Results) -> Optional[str]:
+def region_w8_pairs(results: Results) -> Optional[str]:
     """The runs of CLUSTER_RUNS (`--forced` CLUSTER_FORMS): `fused_moe_pair` with its gate-up
     (SwiGLU) or down GEMM forced to CTAs alone and to pairs, beside the form as it picks
     and torch's layer where measured, graph replays: the data for the pairs rules."""
