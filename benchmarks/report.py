@@ -100,6 +100,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W6": moe_layer.region_w6,
     "W7": training.region_w7,
     "profile-layer": training.region_profile_layer,
+    "W7-orders": training.region_w7_orders,
     "W8": fused_moe.region_w8,
     "W8-h100": fused_moe.region_w8_h100,
     "W8-decode": fused_moe.region_w8_decode,

@@ -18,7 +18,10 @@ importable); and gcdsl's kernel held to its cooperative consumer schedule (`coop
 `grouped_mm_into(..., schedule="cooperative")`), to show what the default's choice of
 schedule gains. With
 `--every-config`, gcdsl forced to each configuration it has too (`FORCED`): the data
-behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm.py).
+behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm.py). With `--orders`,
+torch and gcdsl as it picks beside gcdsl with each tile order forced (`ORDERS`: a group's
+M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
+`N_FASTEST_ROWS_PER_GROUP`.
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -34,6 +37,8 @@ Method
 
     python benchmarks/w7_training.py [--shapes qwen3-30b-a3b] [--tokens 4096] [--rounds 3]
                                      [--cases "w13 weight grad,w2 weight grad"] [--every-config]
+    python benchmarks/w7_training.py --orders --shapes deepseek-v3-ep8,qwen3-30b-a3b,mixtral-8x7b \
+                                     --json W7_orders
 
 Writes benchmarks/results/W7.json (machine, commit, every sample) and W7.png; with
 `--json NAME`, NAME.json and no plot.
@@ -72,6 +77,9 @@ POOL = 4  # distinct token batches for the training step: new routing every step
 FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs in (
     ("cooperative", 128, ""), ("cooperative", 256, ""), ("cooperative", 128, " pairs"), ("cooperative", 256, " pairs"),
     ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 192, " pairs")))
+# gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
+ORDERS = ("gcdsl m-order", "gcdsl n-order")
+RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
 def quack_available() -> bool:
@@ -99,6 +107,8 @@ def grouped(variant: str, a, b, offs):
         out = describe(a, b, offs, None).make_output(a.device)
         if variant == "cooperative":
             return grouped_mm_into(a, b, offs, out, schedule="cooperative")
+        if variant in ORDERS:
+            return grouped_mm_into(a, b, offs, out, tile_order=variant.split()[1][0])
         _, schedule, tile_n, *pairs = variant.split()
         return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm
@@ -156,10 +166,22 @@ class Cases:
         return 2 * self.rows * k * n
 
 
+def ragged_rows_extents(a, b, offs) -> Dict[str, Any]:
+    """A 2D x 3D case's N and K, and the tile order gcdsl picks for it (`pick_tile_order`)."""
+    if (a.dim(), b.dim()) != (2, 3):
+        return {}
+    from gcdsl.ops.grouped_cases import describe
+    from gcdsl.ops.grouped_mm import pick_tile_order
+
+    return {"n": b.shape[-1], "k": a.shape[-1], "picked_order": pick_tile_order(describe(a, b, offs, None))}
+
+
 def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
     calls: Dict[tuple, Callable[[], Any]] = {}
+    extents: Dict[str, Dict[str, Any]] = {}
     for case in args.cases.split(",") if args.cases else CASES:
         a, b = c.operands[case]
+        extents[case] = ragged_rows_extents(a, b, c.offs)
         ref = reference(a, b, c.offs)
         for v in variants:
             if v.endswith(" pairs") and "pingpong" in v and "weight grad" not in case:
@@ -187,7 +209,8 @@ def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
     for (case, v), ms in medians.items():
         us = statistics.median(ms) * 1e3
         report.add(shape=c.shape.name, tokens=c.tokens, case=case, variant=v, status=OK, us=us,
-                   tflops=c.flops(case) / (us * 1e-6) / 1e12, round_medians_ms=ms, samples_ms=summarize(samples[(case, v)]))
+                   tflops=c.flops(case) / (us * 1e-6) / 1e12, round_medians_ms=ms, samples_ms=summarize(samples[(case, v)]),
+                   **extents[case])
 
 
 def time_training_step(report: Report, shape, tokens: int, args) -> None:
@@ -271,7 +294,7 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
-    forced = [v for v in FORCED if any(r["variant"] == v for r in report.rows)]
+    forced = [v for v in (*FORCED, *ORDERS) if any(r["variant"] == v for r in report.rows)]
     if forced:  # --every-config: the default's time over each forced configuration's
         rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
                 for s in shapes for t in tokens for case in CASES]
@@ -328,6 +351,10 @@ def run(args, machine: Dict[str, Any]) -> Report:
         variants.remove("cooperative")
     if args.every_config:
         variants += FORCED
+    if args.orders:
+        variants = ["torch", "gcdsl", *ORDERS]
+        args.cases = args.cases or ",".join(RAGGED_ROWS_CASES)
+        args.no_step = True
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m= or cu_seqlens_k=...)")})
@@ -367,6 +394,8 @@ def parse_args(argv=None):
     p.add_argument("--no-step", action="store_true", help="time the GEMMs only")
     p.add_argument("--cases", default="", help="comma-separated subset of " + ",".join(CASES))
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
+    p.add_argument("--orders", action="store_true",
+                   help="torch and gcdsl beside gcdsl with each tile order forced (ORDERS), ragged-row cases, no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     add_quack_flag(p)

@@ -159,6 +159,8 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t256_g8_swiglu_pairs": dict(activation="swiglu"),
     # 64-wide tiles, for decode: one output sub-tile with SwiGLU
     "grouped_gemm_bf16_t64_g128_swiglu": dict(activation="swiglu"),
+    # a group's N-tiles fastest (DeepSeek-V3's gate-up forward, in pairs)
+    "grouped_gemm_bf16_t256_g32_norder_pairs": dict(tile_order="n"),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
 }
 
@@ -192,6 +194,8 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t256_g8_swiglu_pairs": (("BFloat16", "BFloat16", 8, 256),
                                                    dict(n=28672, k=4096, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_swiglu": (("BFloat16", "BFloat16", 128, 64), dict(n=1536, k=2048)),
+        "grouped_gemm_bf16_t256_g32_norder_pairs": (("BFloat16", "BFloat16", 32, 256),
+                                                    dict(n=4096, k=7168, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
     }.items()},
     "grouped_gemm_bf16_t64_g128": _grouped_gemm("BFloat16", "BFloat16", 128, 64, n=2048, k=768),

@@ -62,6 +62,12 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "offs_of_next_group": ("offs[cutlass.min(lane * c + j, self.groups - 1)]",
                            "offs[cutlass.min(lane * c + j + 1, self.groups - 1)]"),
     "no_clamp_to_m": ("end = cutlass.min(before, total)", "end = before"),
+    # the N-tile-fastest order: its M-step and N-tile swapped; the order ignored
+    "n_order_m_step_and_n_tile_swapped": (
+        "return group, local // self.n_tiles, local % self.n_tiles, length, start, length",
+        "return group, local % self.n_tiles, local // self.n_tiles, length, start, length"),
+    "n_order_ignored": ('if cutlass.const_expr(self.config.tile_order == "n"):',
+                        'if cutlass.const_expr(self.config.tile_order == "x"):'),
     "scan_without_lane_guard": ("            if lane >= (1 << step):\n                total += other",
                                 "            total += other"),
     "row_end_shifted": ("row_end[lane * c + j + 1] = ends[j]", "row_end[lane * c + j] = ends[j]"),

@@ -84,11 +84,12 @@ def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
     return stored
 
 
-@pytest.mark.parametrize("schedule, ragged, cluster_m", [
-    ("pingpong", "m", 1), ("cooperative", "m", 1), ("cooperative", "m", 2),
-    ("cooperative", "k", 1), ("cooperative", "k", 2), ("pingpong", "k", 1), ("pingpong", "k", 2)])
+@pytest.mark.parametrize("schedule, ragged, cluster_m, tile_order", [
+    ("pingpong", "m", 1, "m"), ("cooperative", "m", 1, "m"), ("cooperative", "m", 2, "m"),
+    ("pingpong", "m", 1, "n"), ("cooperative", "m", 2, "n"),
+    ("cooperative", "k", 1, "m"), ("cooperative", "k", 2, "m"), ("pingpong", "k", 1, "m"), ("pingpong", "k", 2, "m")])
 def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(schedule, ragged, cluster_m,
-                                                                              monkeypatch):
+                                                                              tile_order, monkeypatch):
     """Ragged M: each M-tile with rows of each group, by one warpgroup in ping-pong and by
     both (their halves) cooperatively; ragged K: every M-tile of every group, zeros for a
     group with no columns. A tile's accumulators are those its own mainloop left."""
@@ -96,14 +97,15 @@ def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(sc
     offs = [130, 130, 200, 520, 585, 900] if ragged == "m" else [64, 64, 200, 200, 600, 900]
     config = hgg.GemmConfig(cutlass.BFloat16, cutlass.Float32, groups, n, 0 if ragged == "k" else 128, 128,
                             cluster_m=cluster_m, ragged=ragged, a_major="m" if ragged == "k" else "k",
-                            b_major="n" if ragged == "k" else "k", m=512 if ragged == "k" else 0, schedule=schedule)
+                            b_major="n" if ragged == "k" else "k", m=512 if ragged == "k" else 0, schedule=schedule,
+                            tile_order=tile_order)
     gemm = hgg.HopperGroupedGemm(config)
     tile_m = gemm.tile_m
     stored = _stored_tiles(gemm, offs, total, 3, monkeypatch)
     ends = _ends(offs, total)
     if ragged == "m":
         tiles = [(group, m_step, n_tile) for group, m_step, n_tile, *_ in
-                 _reference_tiles(offs, total, tile_m * cluster_m, gemm.n_tiles)]
+                 _reference_tiles(offs, total, tile_m * cluster_m, gemm.n_tiles, tile_order)]
         wanted = [(group, m_step * cluster_m + rank, n_tile) for group, m_step, n_tile in tiles
                   for rank in range(cluster_m)
                   if ends[group][1] - ends[group][0] > (m_step * cluster_m + rank) * tile_m]  # (a pair's odd last tile)

@@ -53,7 +53,7 @@ def rel_err(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None):
+def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None):
     """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
     from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
 
@@ -61,7 +61,8 @@ def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None):
     # a forced cluster size comes with the tile N alone picks (the shapes are chosen for it),
     # not the 128-wide decode tile a small M would get
     tile_n = pick_tile_n(b.shape[2]) if cluster_m else None
-    grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m)
+    grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m,
+                    tile_order=tile_order)
     torch.cuda.synchronize()
     return out
 
@@ -78,10 +79,11 @@ def check(out, a, b, ends, tol=1e-2):
 @pytest.mark.parametrize("groups", [1, 8, 64, 128, 256])
 @pytest.mark.parametrize("n, k", [(392, 200), (328, 1000)])  # 128x256 and 128x128 tiles; K % 64 != 0
 @pytest.mark.parametrize("cluster_m", [1, 2])  # single CTAs; pairs sharing B by multicast
-def test_ragged_groups_against_fp32_and_torch(groups, n, k, cluster_m):
+@pytest.mark.parametrize("tile_order", ["m", "n"])  # a group's M-steps or N-tiles fastest
+def test_ragged_groups_against_fp32_and_torch(groups, n, k, cluster_m, tile_order):
     rows = ragged_rows(groups, seed=groups)
     a, b, ends = make_problem(rows, n, k)
-    out = run_poisoned(a, b, ends, cluster_m=cluster_m)
+    out = run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order)
     check(out, a, b, ends)
     theirs = torch._grouped_mm(a, b, offs=ends.cuda())
     end = int(ends[-1])
@@ -104,7 +106,8 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
     rows = [2000, 0, 1500, 700, 129, 2048, 1]
     a, b, ends = make_problem(rows, 1024, 2048)
     for cluster_m in (1, 2):
-        check(run_poisoned(a, b, ends, cluster_m=cluster_m), a, b, ends)
+        for tile_order in ("m", "n"):
+            check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
 
 
 @pytest.mark.parametrize("rows", [
@@ -112,9 +115,10 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
     [1, 127, 129, 2000, 1, 0, 128, 256],  # one row, one short of a tile, one past, many tiles, exact tiles
 ], ids=["middle", "last-of-64", "first-of-64", "edges"])
 @pytest.mark.parametrize("cluster_m", [1, 2])
-def test_one_busy_group_and_tile_edges(rows, cluster_m):
+@pytest.mark.parametrize("tile_order", ["m", "n"])
+def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
     a, b, ends = make_problem(rows, 392, 200)
-    check(run_poisoned(a, b, ends, cluster_m=cluster_m), a, b, ends)
+    check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
 
 
 def test_public_op_takes_offsets_on_the_cpu_or_the_gpu():

@@ -204,6 +204,37 @@ def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
     assert gm.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and gm.pick_tile_n(2048, m=9, groups=128) == 256
 
 
+def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():
+    """`pick_tile_order`: N-tiles fastest for the plain product with ragged rows, K > N and
+    at least N_FASTEST_ROWS_PER_GROUP rows a group on average; M-steps fastest otherwise,
+    for SwiGLU's gate-up product, and for ragged K and a batch (their only order)."""
+    def problem(rows, n, k, groups=32, ragged="m", activation="none"):  # the fields the choice reads
+        return types.SimpleNamespace(ragged=ragged, total=rows * groups, n=n, k=k, groups=groups,
+                                     activation=activation)
+
+    per_group = gm.N_FASTEST_ROWS_PER_GROUP
+    assert gm.pick_tile_order(problem(per_group, 4096, 7168)) == "n"  # DeepSeek-V3's gate-up forward
+    assert gm.pick_tile_order(problem(per_group, 2048, 7168)) == "n"  # ... its down input gradient
+    assert gm.pick_tile_order(problem(per_group - 1, 4096, 7168)) == "m"
+    assert gm.pick_tile_order(problem(per_group, 7168, 4096)) == "m"  # N > K
+    assert gm.pick_tile_order(problem(per_group, 4096, 4096)) == "m"
+    assert gm.pick_tile_order(problem(per_group, 4096, 7168, activation="swiglu")) == "m"
+    assert gm.pick_tile_order(problem(per_group, 4096, 0, ragged="k")) == "m"
+    assert gm.pick_tile_order(problem(per_group, 4096, 7168, ragged="batch")) == "m"
+
+
+def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without_ragged_rows():
+    import cutlass
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    assert hgg.TILE_ORDERS == ("m", "n")
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="n")
+    with pytest.raises(ValueError, match="tile order 'k' is not one of"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="k")
+    with pytest.raises(ValueError, match="tile orders are built for ragged M"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 0, 128, ragged="k", m=256, tile_order="n")
+
+
 def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     """Ping-pong where it measured faster (ragged M, N <= PINGPONG_MAX_N, a full tile of rows
     a group on average); cooperative for wide N, decode, the other cases, and whenever the
@@ -398,6 +429,14 @@ def test_refusals_point_at_the_calling_line():
     assert "aligned" in str(_refused(shifted, b4, offs4))
     on_cpu = _refused(a, b, offs)  # CPU tensors pass everything else
     assert "a is on cpu; grouped_mm runs on a CUDA GPU" in str(on_cpu) and on_cpu.param == "a"
+
+
+def test_an_unknown_tile_order_is_refused_at_the_callers_line():
+    a, b, offs = _inputs()
+    with pytest.raises(GcdslError) as info:
+        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), tile_order="k")
+    assert info.value.param == "tile_order" and info.value.location.filename == __file__
+    assert "tile_order 'k' is not one of ('m', 'n')" in info.value.message
 
 
 def test_a_gpu_other_than_hopper_is_refused_at_the_callers_line(monkeypatch):
@@ -686,8 +725,9 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
         def __call__(self, *args):
             return None
 
-    def launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none"):
-        seen.append((activation, schedule, tile_n, cluster_m))
+    def launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none",
+                   tile_order=None):
+        seen.append((activation, schedule, tile_n, cluster_m, tile_order))
         return Launch()
 
     monkeypatch.setattr(gm, "_launch_for", launch_for)
@@ -697,8 +737,11 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
         gm._grouped_mm_impl(a, None, None, None)
         with gm.forcing("swiglu", "cooperative", 128, cluster_m=2):
             gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
+        with gm.forcing("none", tile_order="n"):
+            gm._grouped_mm_impl(a, None, None, None)
         gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
     gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
-    assert seen == [("swiglu", "pingpong", 64, None), ("none", None, None, None), ("swiglu", "cooperative", 128, 2),
-                    ("swiglu", "pingpong", 64, None), ("swiglu", None, None, None)]
+    assert seen == [("swiglu", "pingpong", 64, None, None), ("none", None, None, None, None),
+                    ("swiglu", "cooperative", 128, 2, None), ("none", None, None, None, "n"),
+                    ("swiglu", "pingpong", 64, None, None), ("swiglu", None, None, None, None)]
     assert gm._FORCED == {}

@@ -271,6 +271,29 @@ def test_pairs_region_reads_each_forced_run():
     assert "--variants pair --forced \"pair down cooperative 256 alone," in text and "at `def`" in text
 
 
+def test_orders_region_shows_each_order_the_pick_and_the_ratios():
+    """The tile-order runs' region keeps its text until one exists, then shows each case's
+    N, K, the four times, the order gcdsl picked, M-steps over N-tiles fastest and torch over
+    gcdsl; a case missing a variant is left out."""
+    from benchmarks.reporting import training
+
+    assert training.region_w7_orders({}) is None
+    times = {"torch": 3000.0, "gcdsl": 2900.0, "gcdsl m-order": 3190.0, "gcdsl n-order": 2900.0}
+    rows = [{"shape": "deepseek-v3-ep8", "tokens": 4096, "case": "w13 forward", "variant": v, "us": us,
+             "status": "OK", "n": 4096, "k": 7168, "picked_order": "n"} for v, us in times.items()]
+    rows.append({"shape": "deepseek-v3-ep8", "tokens": 4096, "case": "w2 forward", "variant": "torch", "us": 1.0,
+                 "status": "OK"})
+    source = {"results": rows, "config": {"rounds": 5},
+              "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100 80GB HBM3"}}
+    text = training.region_w7_orders({"W7_orders": source})
+    row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
+    assert row.split(" | ")[1:] == ["4096", "w13 forward", "4096", "7168", "3000.0", "2900.0", "3190.0", "2900.0",
+                                    "n", "1.10x", "1.03x |"]
+    assert "w2 forward" not in text
+    assert "--orders --shapes deepseek-v3-ep8 --tokens 4096 --rounds 5 --json W7_orders`" in text
+    assert "NVIDIA H100 80GB HBM3 at `abc`" in text
+
+
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():
     """*torch / bound* at T <= 64 (graph and eager), and the targets line names the points
     where it is below 1.50x; a run kept beside W8.json (`--json W8_h100`) renders alone,

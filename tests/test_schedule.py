@@ -3,7 +3,8 @@
 `build_schedule`, the code one warp runs on `offs` in every CTA, runs as plain Python on
 a simulated warp (`tests/simt.py`); `locate` then places every cluster tile. Both are
 held to a reference written from `offs` directly: each end the largest so far, clamped
-to T; a group's tiles ceil(rows / (128 x cluster_m)) x N-tiles, N-tile major; each group
+to T; a group's tiles ceil(rows / (128 x cluster_m)) x N-tiles, in the configuration's
+tile order (M-steps or N-tiles fastest); each group
 of an M-major A with rows starting at a multiple of 8, and, in the grouped reduction with
 T contiguous, ending there, or the kernel traps. `offs` here is anything a router could
 write, bad values included (decreasing, negative, past T).
@@ -42,9 +43,10 @@ def test_the_simulated_warp_shuffles_as_shfl_sync_and_refuses_lanes_that_part_wa
 
 
 @functools.lru_cache(maxsize=None)
-def _gemm(groups, n, cluster_m=1, ragged="m", a_major="k", b_major="k", m=0):
+def _gemm(groups, n, cluster_m=1, ragged="m", a_major="k", b_major="k", m=0, tile_order="m"):
     config = hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, groups, n, 0 if ragged == "k" else 128, 128,
-                            cluster_m=cluster_m, ragged=ragged, a_major=a_major, b_major=b_major, m=m)
+                            cluster_m=cluster_m, ragged=ragged, a_major=a_major, b_major=b_major, m=m,
+                            tile_order=tile_order)
     return hgg.HopperGroupedGemm(config)
 
 
@@ -71,14 +73,15 @@ def _ends(offs, total):
     return spans
 
 
-def _reference_tiles(offs, total, rows_per_step, n_tiles):
+def _reference_tiles(offs, total, rows_per_step, n_tiles, tile_order="m"):
     """(group, m_step, n_tile, rows, start, length) of every cluster tile, in order."""
     tiles = []
     for group, (start, end) in enumerate(_ends(offs, total)):
         length = end - start
         m_steps = -(-length // rows_per_step)
-        tiles += [(group, local % m_steps, local // m_steps, length, start, length)
-                  for local in range(m_steps * n_tiles)]
+        steps = [(m, n) for n in range(n_tiles) for m in range(m_steps)] if tile_order == "m" else \
+            [(m, n) for m in range(m_steps) for n in range(n_tiles)]
+        tiles += [(group, m_step, n_tile, length, start, length) for m_step, n_tile in steps]
     return tiles
 
 
@@ -105,17 +108,17 @@ def _ragged_m_problems(draw):
     groups = draw(st.sampled_from([1, 2, 5, 31, 32, 33, 64, 100, 256]))
     total = draw(st.integers(0, 3000))
     n, cluster_m = draw(st.sampled_from([128, 352, 1024])), draw(st.sampled_from([1, 2]))
-    return groups, n, cluster_m, _offs(draw, groups, total), total
+    return groups, n, cluster_m, draw(st.sampled_from(["m", "n"])), _offs(draw, groups, total), total
 
 
 @settings(max_examples=60, **FIXTURE_OK)
 @given(problem=_ragged_m_problems())
 def test_schedule_on_a_simulated_warp_places_every_ragged_m_tile_once(problem, monkeypatch):
-    groups, n, cluster_m, offs, total = problem
-    gemm = _gemm(groups, n, cluster_m)
+    groups, n, cluster_m, tile_order, offs, total = problem
+    gemm = _gemm(groups, n, cluster_m, tile_order=tile_order)
     tile_end, row_end, trap = _run_schedule(gemm, offs, total, monkeypatch)
     ends = _ends(offs, total)
-    expected = _reference_tiles(offs, total, gemm.tile_m * cluster_m, gemm.n_tiles)
+    expected = _reference_tiles(offs, total, gemm.tile_m * cluster_m, gemm.n_tiles, tile_order)
     last = ends[-1][1]
     assert row_end[0] == 0 and row_end[1:groups + 1] == [end for _, end in ends]
     assert set(row_end[groups + 1:]) <= {last}  # the table's entries past G add no rows ...

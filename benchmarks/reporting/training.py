@@ -100,6 +100,43 @@ def region_w7(results: Results) -> Optional[str]:
     return "\n".join(lines)
 
 
+ORDERS = {"m": "gcdsl m-order", "n": "gcdsl n-order"}  # `w7_training.py --orders`
+
+
+def region_w7_orders(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --orders` (W7_orders*.json): gcdsl with a group's M-steps
+    and with its N-tiles fastest, beside gcdsl as it picks and torch: the data for
+    `N_FASTEST_ROWS_PER_GROUP`."""
+    runs = [name for name in results if name.startswith("W7_orders")]
+    if not runs:
+        return None
+    text = []
+    for name in runs:
+        source = results[name]
+        rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
+        table = []
+        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
+            got = {v: rows.get((s, t, case, v)) for v in ("torch", "gcdsl", *ORDERS.values())}
+            if not all(got.values()):
+                continue
+            us = {v: r["us"] for v, r in got.items()}
+            gcdsl = got["gcdsl"]
+            table.append([s, str(t), case, str(gcdsl.get("n", "-")), str(gcdsl.get("k", "-")),
+                          *(f1(us[v]) for v in ("torch", "gcdsl", *ORDERS.values())),
+                          gcdsl.get("picked_order", "-"), ratio(us[ORDERS["m"]] / us[ORDERS["n"]]),
+                          ratio(us["torch"] / us["gcdsl"])])
+        machine = source.get("machine", {})
+        text += [f"Command: `python benchmarks/w7_training.py --orders --shapes "
+                 f"{','.join(dict.fromkeys(row[0] for row in table))} --tokens "
+                 f"{','.join(dict.fromkeys(row[1] for row in table))} --rounds {source['config'].get('rounds')} "
+                 f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
+                 "Device microseconds, median of the round medians; *m / n* is the M-step order's time over "
+                 "the N-tile order's (above 1, N-tiles fastest is faster):", "",
+                 md_table(["shape", "tokens", "case", "N", "K", "torch", "gcdsl", "M-steps fastest",
+                           "N-tiles fastest", "picked", "m / n", "torch / gcdsl"], table), ""]
+    return "\n".join(text[:-1])
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W7" not in results:
         return []

@@ -45,7 +45,9 @@ rows): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
 whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
 groups odd, that is one paired M-tile in 17 at most), or for SwiGLU's gate-up product
 `SWIGLU_PAIR_ROWS_PER_GROUP`, and N mod tile is 0 or more than half a tile (each CTA's
-half of the last B tile starts inside B), else single CTAs.
+half of the last B tile starts inside B), else single CTAs. Tile order (ragged rows):
+a group's N-tiles fastest where K > N and groups average at least
+`N_FASTEST_ROWS_PER_GROUP` rows, else its M-steps fastest (`pick_tile_order`).
 """
 from __future__ import annotations
 
@@ -69,6 +71,15 @@ PAIR_ROWS_PER_GROUP = 1024
 # rows; RESULTS.md, "The gate-up GEMM in pairs"). A routed expert's rows spill into a
 # last M-tile that alone would load its B tiles again, which a pair loads once.
 SWIGLU_PAIR_ROWS_PER_GROUP = 128
+# A group's tiles N-tile fastest (its A rows shared by the CTAs at work together) where
+# K > N and groups average at least this many rows; M-step fastest (its B tiles shared)
+# elsewhere. Measured on an H100 over the forward and input-gradient GEMMs of the W6/W7
+# layers (DeepSeek-V3 8-way EP, Mixtral-8x7B at 4,096 tokens; DeepSeek-V3 and
+# Qwen3-30B-A3B at 16,384), two runs: N-tile fastest was 1.03x to 1.10x the M-step order
+# where K > N (DeepSeek-V3's gate-up and down input gradient at 4,096 tokens gained most),
+# and 0.90x to 1.00x where N >= K (Mixtral-8x7B's gate-up the least). With smaller groups
+# (Qwen3-30B-A3B at 4,096 tokens, 256 rows an expert) neither order led.
+N_FASTEST_ROWS_PER_GROUP = 1024
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
 # of rows. Measured on the Qwen3-30B-A3B and DeepSeek-V3 training GEMMs at 4,096 and
@@ -263,25 +274,25 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
-    schedule, tile_n, cluster_m = _FORCED.get(activation, (None, None, None))
-    launch = _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation)
+    schedule, tile_n, cluster_m, tile_order = _FORCED.get(activation, (None, None, None, None))
+    launch = _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order)
     return launch(a, b, offs, launch.problem.make_output(a.device))
 
 
-# (schedule, tile_n, cluster_m) per activation while `forcing` holds; empty otherwise.
-_FORCED: Dict[str, Tuple[Optional[str], Optional[int], Optional[int]]] = {}
+# (schedule, tile_n, cluster_m, tile_order) per activation while `forcing` holds; empty otherwise.
+_FORCED: Dict[str, Tuple[Optional[str], Optional[int], Optional[int], Optional[str]]] = {}
 
 
 @contextlib.contextmanager
 def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None,
-            cluster_m: Optional[int] = None) -> Iterator[None]:
+            cluster_m: Optional[int] = None, tile_order: Optional[str] = None) -> Iterator[None]:
     """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
-    runs `schedule`, `tile_n` and `cluster_m` where the heuristics would pick them (None:
-    the heuristic's): how the benchmarks time each configuration inside a layer whose
-    calls they do not make (`fused_moe`). For measurement: not thread-safe, and a CUDA
-    graph keeps what was forced at capture."""
+    runs `schedule`, `tile_n`, `cluster_m` and `tile_order` where the heuristics would pick
+    them (None: the heuristic's): how the benchmarks time each configuration inside a layer
+    whose calls they do not make (`fused_moe`, the W6 layer). For measurement: not
+    thread-safe, and a CUDA graph keeps what was forced at capture."""
     before = _FORCED.get(activation)
-    _FORCED[activation] = (schedule, tile_n, cluster_m)
+    _FORCED[activation] = (schedule, tile_n, cluster_m, tile_order)
     try:
         yield
     finally:
@@ -293,19 +304,23 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
-                    schedule: Optional[str] = None, activation: str = "none") -> torch.Tensor:
+                    schedule: Optional[str] = None, activation: str = "none",
+                    tile_order: Optional[str] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
     cooperative) and `schedule` ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
-    SCHEDULES) override the heuristics; the tests and the benchmarks use them to run
-    every variant. `activation="swiglu"` is `grouped_mm_swiglu`'s product.
+    SCHEDULES) and `tile_order` ("m" or "n", ragged rows: `TILE_ORDERS`) override the
+    heuristics; the tests and the benchmarks use them to run every variant.
+    `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
-    from .hopper_grouped_gemm import SCHEDULES
+    from .hopper_grouped_gemm import SCHEDULES, TILE_ORDERS
 
     if schedule is not None and schedule not in SCHEDULES:
         fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
-    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation)
+    if tile_order is not None and tile_order not in TILE_ORDERS:
+        fail(f"tile_order {tile_order!r} is not one of {TILE_ORDERS}", param="tile_order")
+    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation, tile_order)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -327,7 +342,8 @@ class _Launch:
     A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
     """
 
-    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none") -> None:
+    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none",
+                 tile_order=None) -> None:
         self.problem = problem = describe(a, b, offs, out_dtype, activation=activation)
         require_hopper(a.device, "a", "grouped_mm")
         self.host_offs = offs is not None and offs.device.type == "cpu"
@@ -335,7 +351,7 @@ class _Launch:
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
-        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule)
+        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order or pick_tile_order(problem))
         cluster_m = cluster_m or _default_cluster_m(problem, schedule, plan)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
@@ -402,15 +418,17 @@ def _signature(t: Any) -> Tuple:
     return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
-def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none") -> _Launch:
+def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none",
+                tile_order=None) -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
-        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule, activation)
+        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule, activation,
+               tile_order)
     except (AttributeError, TypeError):
         key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
-        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation)
+        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order)
         if len(_LAUNCHES) >= _MAX_LAUNCHES:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
@@ -468,6 +486,16 @@ def _default_cluster_m(problem: Problem, schedule: str, plan: "_Plan") -> int:
         rows = SWIGLU_PAIR_ROWS_PER_GROUP if problem.activation == "swiglu" else PAIR_ROWS_PER_GROUP
         return pick_cluster_m(problem.total, problem.groups, problem.n, plan.tile_n, rows)
     return 1
+
+
+def pick_tile_order(problem: Problem) -> str:
+    """"n" (a group's N-tiles fastest) for the plain product with ragged rows where K > N
+    and groups average at least N_FASTEST_ROWS_PER_GROUP rows; else "m" (M-steps fastest,
+    the only order of ragged K and of a batch). SwiGLU's gate-up product keeps "m"."""
+    if problem.ragged == "m" and problem.activation == "none" and problem.k > problem.n \
+            and problem.total >= N_FASTEST_ROWS_PER_GROUP * problem.groups:
+        return "n"
+    return "m"
 
 
 def pick_reduction_cluster_m(problem: Problem, tile_m: int, tile_n: int) -> int:
@@ -544,7 +572,7 @@ class _Plan:
     """
 
     def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-                 schedule: str = "cooperative") -> None:
+                 schedule: str = "cooperative", tile_order: str = "m") -> None:
         import cutlass
 
         from . import hopper_grouped_gemm as hgg
@@ -554,7 +582,7 @@ class _Plan:
         self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule,
-                                activation=problem.activation)
+                                activation=problem.activation, tile_order=tile_order)
         self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0
@@ -585,12 +613,12 @@ _PLANS: Dict[Tuple, _Plan] = {}
 
 
 def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-              schedule: str = "cooperative") -> _Plan:
+              schedule: str = "cooperative", tile_order: str = "m") -> _Plan:
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
-           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, device.index)
+           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, tile_order, device.index)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule)
+        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule, tile_order)
     return plan
 
 

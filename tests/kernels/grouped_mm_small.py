@@ -3,13 +3,14 @@
     compute-sanitizer --tool memcheck  python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
+    python -m tests.kernels.grouped_mm_small ragged        # 2D x 3D alone, every configuration
     python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
     python -m tests.kernels.grouped_mm_small swiglu        # the SwiGLU epilogue alone
     python -m tests.kernels.grouped_mm_small decode        # the decode kernel alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
-ping-pong consumers, both tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
+ping-pong consumers, both tiles, both tile orders, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
 on the same groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), the
 grouped reduction with T contiguous in both operands and strided, single CTAs and pairs, and an
 expert layer's two GEMMs in one kernel and in the decode kernel. Exits 1 if a result is wrong.
@@ -22,8 +23,13 @@ from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
 
 
 def main() -> int:
-    torch.manual_seed(0)
     rows = [0, 1, 129, 64]
+    return 0 if ragged_rows(rows) and other_cases(rows) else 1
+
+
+def ragged_rows(rows) -> bool:
+    """2D x 3D in every configuration of the kernel with ragged rows."""
+    torch.manual_seed(0)
     ends = torch.tensor(rows).cumsum(0).to(torch.int32)
     ok = True
     for n, k in ((392, 200), (328, 136)):  # 128x256 and 128x128 tiles (gcdsl.ops.grouped_mm.pick_tile_n)
@@ -32,18 +38,20 @@ def main() -> int:
         ref = torch.cat([a[s:e].float() @ b[g].float()
                          for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
         for out_dtype in (torch.bfloat16, torch.float32):
-            for cluster_m, schedule in ((1, "cooperative"), (2, "cooperative"), (1, "pingpong")):
+            for cluster_m, schedule, order in ((1, "cooperative", "m"), (2, "cooperative", "m"), (1, "pingpong", "m"),
+                                               (2, "cooperative", "n"), (1, "pingpong", "n")):
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
                 tile_n = pick_tile_n(n) if schedule == "cooperative" else None  # ping-pong: 192 here
-                grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule)
+                grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
+                                tile_order=order)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
                 good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
                 ok &= good
-                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule}: rel err {err:.1e} "
+                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order: rel err {err:.1e} "
                       f"{'PASS' if good else 'FAIL'}", flush=True)
-    return 0 if ok and other_cases(rows) else 1
+    return ok
 
 
 def other_cases(rows) -> bool:
@@ -223,6 +231,8 @@ def decode_kernel() -> bool:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["ragged"]:  # 2D x 3D alone, every configuration
+        sys.exit(0 if ragged_rows([0, 1, 129, 64]) else 1)
     if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
         sys.exit(0 if grouped_reductions() else 1)
     if sys.argv[1:] == ["swiglu"]:  # the SwiGLU epilogue alone

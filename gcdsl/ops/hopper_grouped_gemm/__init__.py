@@ -54,8 +54,9 @@ all loads in flight at once) and builds a table in shared memory:
 never go negative) and to M (so no row past `a` and `out` is touched). A valid
 `offs` is unchanged by this; an invalid one computes garbage in the rows it
 names but never writes outside `out[:M]`. Tiles are numbered group by group and,
-within a group, M-tile fastest, so the CTAs working at the same time on a group
-share the same B tile through L2. Cluster c takes cluster tiles c, c + clusters,
+within a group, M-step fastest (`GemmConfig.tile_order` "m"), so that the CTAs working
+at the same time on a group share its B tiles through L2, or N-tile fastest ("n"), so
+that they share its A rows. Cluster c takes cluster tiles c, c + clusters,
 c + 2 clusters, ... and finds their group by walking the table forward.
 
 Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGemm`:
@@ -119,7 +120,7 @@ from .config import (
     GemmConfig, pairs_fit, reduction_pairs_fit, TILE_M, TILE_K, TILE_NS, EPI_TILE,
     SCHEDULES, PINGPONG_TILE_M, PINGPONG_TILE_NS, THREADS, PRODUCER_REGS, CONSUMER_REGS,
     CONSUMER_WARPS, SCHEDULE_WARP, FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, MAX_STAGES,
-    A_SHORT_BOX_ROWS, HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, A_MAJORS, B_MAJORS,
+    A_SHORT_BOX_ROWS, HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, TILE_ORDERS, A_MAJORS, B_MAJORS,
     C_DTYPES, PHASES, STAMP_SLOTS, groups_per_lane, header_bytes,
 )
 from .consumers import Consumers
@@ -133,7 +134,7 @@ __all__ = [
     "EPI_TILE", "SCHEDULES",
     "PINGPONG_TILE_M", "PINGPONG_TILE_NS", "THREADS", "PRODUCER_REGS", "CONSUMER_REGS", "CONSUMER_WARPS",
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
-    "A_SHORT_BOX_ROWS", "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "A_MAJORS", "B_MAJORS", "C_DTYPES",
+    "A_SHORT_BOX_ROWS", "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "TILE_ORDERS", "A_MAJORS", "B_MAJORS", "C_DTYPES",
     "PHASES", "STAMP_SLOTS", "groups_per_lane", "header_bytes",
 ]
 

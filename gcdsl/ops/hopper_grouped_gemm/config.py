@@ -71,6 +71,10 @@ ACTIVATIONS = ("none", "swiglu")
 # What is grouped: the rows of A and of the output ("m", ragged by `offs`), the
 # reduction ("k", ragged by `offs`, a 3-D output), or nothing ("batch", G equal problems).
 RAGGED_MODES = ("m", "k", "batch")
+# The order of a ragged-M group's cluster tiles (`Schedule.locate`): "m", M-step fastest,
+# so that the CTAs at work together on a group share its B tiles through L2; or "n",
+# N-tile fastest, so that they share its A rows (`grouped_mm.pick_tile_order` picks).
+TILE_ORDERS = ("m", "n")
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
 B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
@@ -122,6 +126,7 @@ class GemmConfig:
     # output by TMA reduce-add stores (the output zeroed first): more CTAs streaming B
     # where a few groups make few tiles (an expert layer's down GEMM at decode).
     split_k: int = 1
+    tile_order: str = "m"  # (TILE_ORDERS)
 
     @property
     def tile_m(self) -> int:
@@ -182,6 +187,10 @@ class GemmConfig:
             if self.n % self.tile_n:
                 problems.append(f"SwiGLU reads a tile's gate and up halves from B's two halves: N / 2 = "
                                 f"{self.n // 2} must be a multiple of tile_n / 2 = {self.tile_n // 2}")
+        if self.tile_order not in TILE_ORDERS:
+            problems.append(f"tile order {self.tile_order!r} is not one of {TILE_ORDERS}")
+        elif self.tile_order != "m" and self.ragged != "m":
+            problems.append("the tile orders are built for ragged M (ragged K and a batch have their own)")
         if self.split_k < 1:
             problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
         elif self.split_k > 1:

@@ -96,7 +96,8 @@ class Schedule:
         mode (rows for ragged M, the reduction for ragged K). A cluster tile spans
         `cluster_m` M-tiles: its CTAs take M-tiles `m_step * cluster_m + rank`.
         With ragged M the search walks forward from `group`, stepping over groups of
-        0 rows (they end where they start); every other group has the same tiles.
+        0 rows (they end where they start), and orders a group's tiles by
+        `config.tile_order`; every other group has the same tiles.
         """
         tile_m = self.tile_m
         if cutlass.const_expr(self.ragged == "batch"):
@@ -120,6 +121,8 @@ class Schedule:
         rows_per_step = tile_m * self.cluster_m
         m_steps = (length + rows_per_step - 1) // rows_per_step
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
+        if cutlass.const_expr(self.config.tile_order == "n"):
+            return group, local // self.n_tiles, local % self.n_tiles, length, start, length
         return group, local % m_steps, local // m_steps, length, start, length
 
     @staticmethod
