@@ -413,7 +413,7 @@ def test_cases_64_wide_tiles(case, la, lb, schedule):
 def test_cases_n_tile_order(case, la, lb, schedule, cluster_m, tile_n):
     """A group's N-tiles fastest (`tile_order="n"`) on the cases with ragged rows: the edge
     rows of ROWS, and groups of many M-steps; N ends inside a tile (past half of it, for pairs)."""
-    for shape in (dict(n=392), dict(rows=[3000, 0, 2500, 64, 4000, 0], m=520, n=1160, k=520)):
+    for shape in (dict(n=392), dict(rows=[3000, 0, 2500, 64, 4000, 0], m=648, n=1160, k=520)):
         a, b, ends = problem(case, la, lb, **shape)
         check(run(a, b, ends, schedule=schedule, cluster_m=cluster_m, tile_n=tile_n, tile_order="n"), a, b, ends)
 

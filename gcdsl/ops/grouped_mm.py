@@ -73,12 +73,14 @@ PAIR_ROWS_PER_GROUP = 1024
 SWIGLU_PAIR_ROWS_PER_GROUP = 128
 # A group's tiles N-tile fastest (its A rows shared by the CTAs at work together) where
 # K > N and groups average at least this many rows; M-step fastest (its B tiles shared)
-# elsewhere. Measured on an H100 over the forward and input-gradient GEMMs of the W6/W7
-# layers (DeepSeek-V3 8-way EP, Mixtral-8x7B at 4,096 tokens; DeepSeek-V3 and
-# Qwen3-30B-A3B at 16,384), two runs: N-tile fastest was 1.03x to 1.10x the M-step order
-# where K > N (DeepSeek-V3's gate-up and down input gradient at 4,096 tokens gained most),
-# and 0.90x to 1.00x where N >= K (Mixtral-8x7B's gate-up the least). With smaller groups
-# (Qwen3-30B-A3B at 4,096 tokens, 256 rows an expert) neither order led.
+# elsewhere. Measured on the forward and input-gradient GEMMs of the W6/W7 layers at 4,096
+# and 16,384 tokens (`benchmarks/w7_training.py --orders`, RESULTS.md "The tile order"):
+# on an H200, with groups of about 1,024 rows or more, N-tiles fastest ran at 0.99x to
+# 1.07x the M-step order's speed where K > N, and M-steps fastest at 0.96x to 1.08x the
+# N-tile order's where N >= K (the largest gaps: Mixtral-8x7B's down forward at 4,096
+# tokens, its gate-up forward at 16,384). Two runs on an H100 split the same way, with
+# gaps up to 1.10x (DeepSeek-V3's gate-up forward at 4,096 tokens). Below about 1,024
+# rows a group (Qwen3-30B-A3B at 4,096 tokens) neither order led on both machines.
 N_FASTEST_ROWS_PER_GROUP = 1024
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
