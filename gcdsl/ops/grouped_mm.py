@@ -76,11 +76,12 @@ SWIGLU_PAIR_ROWS_PER_GROUP = 128
 # elsewhere. Measured on the forward and input-gradient GEMMs of the W6/W7 layers at 4,096
 # and 16,384 tokens (`benchmarks/w7_training.py --orders`, RESULTS.md "The tile order"):
 # on an H200, with groups of about 1,024 rows or more, N-tiles fastest ran at 0.99x to
-# 1.07x the M-step order's speed where K > N, and M-steps fastest at 0.96x to 1.08x the
+# 1.07x the M-step order's speed where K > N, and M-steps fastest at 0.97x to 1.08x the
 # N-tile order's where N >= K (the largest gaps: Mixtral-8x7B's down forward at 4,096
-# tokens, its gate-up forward at 16,384). Two runs on an H100 split the same way, with
-# gaps up to 1.10x (DeepSeek-V3's gate-up forward at 4,096 tokens). Below about 1,024
-# rows a group (Qwen3-30B-A3B at 4,096 tokens) neither order led on both machines.
+# tokens, its gate-up forward at 16,384). Two runs of both orders on an H100 (not kept)
+# split the same way, with gaps up to 1.12x (DeepSeek-V3's gate-up forward at 4,096
+# tokens). Below about 1,024 rows a group (Qwen3-30B-A3B at 4,096 tokens) neither order
+# led on both machines.
 N_FASTEST_ROWS_PER_GROUP = 1024
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
