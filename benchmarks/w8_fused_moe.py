@@ -84,7 +84,9 @@ MODES = ("graph", "eager")
 # its two-GEMM form with one of its GEMMs forced to each configuration the grouped GEMM
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM, then "alone" or "pairs" for CTAs alone or in pairs where the rule would pick
-# either; `gcdsl.ops.grouped_mm.forcing`). Graph replays only: the data for their rules.
+# either), or with the heuristics' tiles and a group's tiles M-steps or N-tiles fastest
+# ("pair up m-order", ..., "pair down n-order"; `gcdsl.ops.grouped_mm.forcing`). Graph
+# replays only: the data for their rules.
 FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streamed", "one kernel default",
            "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
@@ -93,7 +95,8 @@ FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streame
                                                   ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                     ("pingpong", 192), ("pingpong", 128), ("pingpong", 64)))
-          + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs")))
+          + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs"))
+          + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down") for order in ("m", "n")))
 CLUSTERS = {"alone": 1, "pairs": 2}  # the last word of a forced two-GEMM form
 POOL = 4
 TOLERANCE = 2e-2
@@ -155,15 +158,19 @@ def layer(variant: str) -> Callable:
             else:
                 options["tile_n"] = int(word)
         return lambda *args: fused_moe_megakernel(*args, **options)
-    if variant in FORCED:  # "pair <gemm> <schedule> <tile_n> [alone|pairs]"
+    if variant in FORCED:  # "pair <gemm> <schedule> <tile_n> [alone|pairs]", or "pair <gemm> <m|n>-order"
         from gcdsl.ops.grouped_mm import forcing
 
-        _, gemm, schedule, tile_n, *cluster = variant.split()
+        _, gemm, *words = variant.split()
         activation = "swiglu" if gemm == "up" else "none"
-        cluster_m = CLUSTERS[cluster[0]] if cluster else None
+        if words[0].endswith("-order"):
+            options = dict(tile_order=words[0][0])
+        else:
+            schedule, tile_n, *cluster = words
+            options = dict(schedule=schedule, tile_n=int(tile_n), cluster_m=CLUSTERS[cluster[0]] if cluster else None)
 
         def forced(*args):
-            with forcing(activation, schedule, int(tile_n), cluster_m):
+            with forcing(activation, **options):
                 return fused_moe_pair(*args)
 
         return forced

@@ -111,6 +111,35 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
         w8_fused_moe.main(["--captures", "0"])
 
 
+def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monkeypatch):
+    """`--forced "pair <gemm> ..."`: each form runs `fused_moe_pair` inside `forcing` for its
+    GEMM's activation, with its schedule, tile and cluster or with its tile order alone;
+    `w7_training --orders` forces the order through `grouped_mm_into`."""
+    import contextlib
+
+    from benchmarks import w7_training, w8_fused_moe
+
+    pytest.importorskip("cutlass")
+    import importlib
+
+    gm, fm = importlib.import_module("gcdsl.ops.grouped_mm"), importlib.import_module("gcdsl.ops.fused_moe")
+    seen = []
+
+    @contextlib.contextmanager
+    def forcing(activation, **options):
+        seen.append((activation, options))
+        yield
+
+    monkeypatch.setattr(gm, "forcing", forcing)
+    monkeypatch.setattr(fm, "fused_moe_pair", lambda *args: "pair")
+    for form in ("pair up cooperative 256 pairs", "pair down pingpong 192", "pair up n-order", "pair down m-order"):
+        assert form in w8_fused_moe.FORCED and w8_fused_moe.layer(form)() == "pair"
+    assert seen == [("swiglu", dict(schedule="cooperative", tile_n=256, cluster_m=2)),
+                    ("none", dict(schedule="pingpong", tile_n=192, cluster_m=None)),
+                    ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m"))]
+    assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order")
+
+
 def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):
     """`--json W8_configs` (a forced run): the results go to W8_configs.json, and W8.json and
     the plots, the headline run's, are not touched."""

@@ -529,17 +529,19 @@ def test_cases_torch_compile_of_a_training_step():
     assert torch.allclose(b.grad.float(), b2.grad.float(), rtol=1e-2, atol=1e-3)
 
 
-@pytest.mark.parametrize("schedule, tile_n, cluster_m", [
-    ("cooperative", 256, 1), ("cooperative", 128, 1), ("cooperative", 64, 1), ("pingpong", 128, 1),
-    ("pingpong", 64, 1), ("cooperative", 256, 2), ("cooperative", 128, 2)])
+@pytest.mark.parametrize("schedule, tile_n, cluster_m, tile_order", [
+    ("cooperative", 256, 1, "m"), ("cooperative", 128, 1, "m"), ("cooperative", 64, 1, "m"), ("pingpong", 128, 1, "m"),
+    ("pingpong", 64, 1, "m"), ("cooperative", 256, 2, "m"), ("cooperative", 128, 2, "m"),
+    ("cooperative", 256, 2, "n"), ("pingpong", 128, 1, "n")])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
-def test_swiglu_epilogue_against_float32(schedule, tile_n, cluster_m, out_dtype):
+def test_swiglu_epilogue_against_float32(schedule, tile_n, cluster_m, tile_order, out_dtype):
     """grouped_mm_swiglu: silu(gate) * up of each group's rows, gate and up the two halves
     of b's N (2I = 768: several N-tiles, each of gate rows and the up rows 384 further on),
     against float32; the edge rows of ROWS and a shape of many tiles a CTA (both ping-pong
     warpgroups at work); rows past offs[-1] keep their poison. In pairs one CTA loads a
-    tile's gate rows and the other its up rows, and groups end on odd M-tiles. The public
-    op's default configuration (pairs on the second shape) gives the same."""
+    tile's gate rows and the other its up rows, and groups end on odd M-tiles; a group's
+    tiles M-steps or N-tiles fastest. The public op's default configuration (pairs on the
+    second shape) gives the same."""
     import torch.nn.functional as F
 
     import gcdsl.ops
@@ -555,7 +557,7 @@ def test_swiglu_epilogue_against_float32(schedule, tile_n, cluster_m, out_dtype)
         p = describe(x, w13.transpose(-2, -1), ends, out_dtype, activation="swiglu")
         out = torch.full(p.out_shape, float("nan"), device="cuda", dtype=out_dtype)
         grouped_mm_into(x, w13.transpose(-2, -1), ends, out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
-                        activation="swiglu")
+                        activation="swiglu", tile_order=tile_order)
         bounds = [0] + ends.tolist()
         ref = torch.cat([F.silu(x[s:e].float() @ w13[i, :384].float().t()) * (x[s:e].float() @ w13[i, 384:].float().t())
                          for i, (s, e) in enumerate(zip(bounds, bounds[1:]))])
