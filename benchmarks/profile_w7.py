@@ -4,8 +4,9 @@
         --section SpeedOfLight --section WarpStateStats --section MemoryWorkloadAnalysis \\
         python -m benchmarks.profile_w7 qwen3-30b-a3b 4096 "w13 weight grad" "gcdsl pingpong 192"
 
-Variants are W7's (`w7_training.grouped`): torch, gcdsl, quack, cooperative, and
-"gcdsl <schedule> <tile_n>" forced. The data is W7's (`w7_training.Cases`). Three calls
+Variants are W7's (`w7_training.grouped`): torch, gcdsl, quack, cooperative,
+"gcdsl <schedule> <tile_n>" forced, and "gcdsl m-order" or "gcdsl n-order" (the tile
+order forced). The data is W7's (`w7_training.Cases`). Three calls
 (the first compiles); only the third runs inside the profiler's range, so every kernel
 the profiler reports is the variant's own.
 """
