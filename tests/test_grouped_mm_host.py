@@ -439,6 +439,21 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
     assert "tile_order 'k' is not one of ('m', 'n')" in info.value.message
 
 
+def test_the_n_tile_order_without_ragged_rows_is_refused_at_the_callers_line():
+    """The grouped reduction (2D x 2D) and the batch (3D x 3D) have one tile order: "n" is
+    a gcdsl error naming tile_order at this line, before anything else about the call."""
+    x, dy = torch.zeros(128, 64, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16)
+    offs = torch.tensor([32, 64], dtype=torch.int32)
+    with pytest.raises(GcdslError) as reduction:
+        gm.grouped_mm_into(x, dy, offs, torch.empty(2, 128, 256, dtype=x.dtype), tile_order="n")
+    a, b = torch.zeros(2, 64, 128, dtype=torch.bfloat16), torch.zeros(2, 128, 256, dtype=torch.bfloat16)
+    with pytest.raises(GcdslError) as batch:
+        gm.grouped_mm_into(a, b, None, torch.empty(2, 64, 256, dtype=a.dtype), tile_order="n")
+    for info, what in ((reduction, "reduction is ragged"), (batch, "groups are a batch")):
+        assert info.value.param == "tile_order" and info.value.location.filename == __file__
+        assert f"this one's {what} and has one order" in info.value.message
+
+
 def test_a_gpu_other_than_hopper_is_refused_at_the_callers_line(monkeypatch):
     """The kernels are built for sm_90a: an A100 or a B200 gets a gcdsl error naming the GPU
     before anything is compiled, and the launch of every signature asks first."""

@@ -291,9 +291,10 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
             cluster_m: Optional[int] = None, tile_order: Optional[str] = None) -> Iterator[None]:
     """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
     runs `schedule`, `tile_n`, `cluster_m` and `tile_order` where the heuristics would pick
-    them (None: the heuristic's): how the benchmarks time each configuration inside a layer
-    whose calls they do not make (`fused_moe`, the W6 layer). For measurement: not
-    thread-safe, and a CUDA graph keeps what was forced at capture."""
+    them (None: the heuristic's; a tile order, products with ragged rows only): how the
+    benchmarks time each configuration inside a layer whose calls they do not make
+    (`fused_moe`, the W6 layer). For measurement: not thread-safe, and a CUDA graph keeps
+    what was forced at capture."""
     before = _FORCED.get(activation)
     _FORCED[activation] = (schedule, tile_n, cluster_m, tile_order)
     try:
@@ -323,6 +324,11 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
         fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
     if tile_order is not None and tile_order not in TILE_ORDERS:
         fail(f"tile_order {tile_order!r} is not one of {TILE_ORDERS}", param="tile_order")
+    dims = (a.dim(), b.dim()) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else None
+    if tile_order not in (None, "m") and dims in ((2, 2), (3, 3)):  # ragged rows: 2D x 3D, 3D x 2D
+        fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
+             f"this one's {'reduction is ragged' if dims == (2, 2) else 'groups are a batch'} and has one order",
+             param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
     launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation, tile_order)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
@@ -354,7 +360,9 @@ class _Launch:
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
-        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order or pick_tile_order(problem))
+        # (a tile order forced by `forcing` concerns ragged rows: the other products have one order)
+        tile_order = tile_order if problem.ragged == "m" and tile_order else pick_tile_order(problem)
+        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order)
         cluster_m = cluster_m or _default_cluster_m(problem, schedule, plan)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
