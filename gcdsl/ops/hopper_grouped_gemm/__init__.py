@@ -57,7 +57,10 @@ names but never writes outside `out[:M]`. Tiles are numbered group by group and,
 within a group, M-step fastest (`GemmConfig.tile_order` "m"), so that the CTAs working
 at the same time on a group share its B tiles through L2, or N-tile fastest ("n"), so
 that they share its A rows. Cluster c takes cluster tiles c, c + clusters,
-c + 2 clusters, ... and finds their group by walking the table forward.
+c + 2 clusters, ... and finds their group by walking the table forward. A group's last,
+partial M-tile costs less than a full one (below), so over a long GEMM the clusters
+drift apart, and the order decides which of the two sharings survives the drift
+(`grouped_mm.pick_tile_order`).
 
 Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGemm`:
 `schedule.py`, `producer.py`, `consumers.py`, `epilogue.py`; the sizes in `config.py`;
