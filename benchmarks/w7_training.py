@@ -78,7 +78,7 @@ FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs i
     ("cooperative", 128, ""), ("cooperative", 256, ""), ("cooperative", 128, " pairs"), ("cooperative", 256, " pairs"),
     ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 192, " pairs")))
 # gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
-ORDERS = ("gcdsl m-order", "gcdsl n-order")
+ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order")
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
@@ -108,7 +108,7 @@ def grouped(variant: str, a, b, offs):
         if variant == "cooperative":
             return grouped_mm_into(a, b, offs, out, schedule="cooperative")
         if variant in ORDERS:
-            return grouped_mm_into(a, b, offs, out, tile_order=variant.split()[1][0])
+            return grouped_mm_into(a, b, offs, out, tile_order=variant.split()[1][:-len("-order")])
         _, schedule, tile_n, *pairs = variant.split()
         return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm

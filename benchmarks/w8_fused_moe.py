@@ -96,7 +96,7 @@ FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streame
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                     ("pingpong", 192), ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs"))
-          + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down") for order in ("m", "n")))
+          + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down") for order in ("m", "n", "m_partial_last")))
 CLUSTERS = {"alone": 1, "pairs": 2}  # the last word of a forced two-GEMM form
 POOL = 4
 TOLERANCE = 2e-2
@@ -158,13 +158,13 @@ def layer(variant: str) -> Callable:
             else:
                 options["tile_n"] = int(word)
         return lambda *args: fused_moe_megakernel(*args, **options)
-    if variant in FORCED:  # "pair <gemm> <schedule> <tile_n> [alone|pairs]", or "pair <gemm> <m|n>-order"
+    if variant in FORCED:  # "pair <gemm> <schedule> <tile_n> [alone|pairs]", or "pair <gemm> <tile order>-order"
         from gcdsl.ops.grouped_mm import forcing
 
         _, gemm, *words = variant.split()
         activation = "swiglu" if gemm == "up" else "none"
         if words[0].endswith("-order"):
-            options = dict(tile_order=words[0][0])
+            options = dict(tile_order=words[0][:-len("-order")])
         else:
             schedule, tile_n, *cluster = words
             options = dict(schedule=schedule, tile_n=int(tile_n), cluster_m=CLUSTERS[cluster[0]] if cluster else None)

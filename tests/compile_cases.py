@@ -161,6 +161,8 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t64_g128_swiglu": dict(activation="swiglu"),
     # a group's N-tiles fastest (DeepSeek-V3's gate-up forward, in pairs)
     "grouped_gemm_bf16_t256_g32_norder_pairs": dict(tile_order="n"),
+    # a group's full M-steps' tiles, then its partial step's (Mixtral's down GEMM, in pairs)
+    "grouped_gemm_bf16_t256_g8_partial_last_pairs": dict(tile_order="m_partial_last"),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
 }
 
@@ -196,6 +198,8 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t64_g128_swiglu": (("BFloat16", "BFloat16", 128, 64), dict(n=1536, k=2048)),
         "grouped_gemm_bf16_t256_g32_norder_pairs": (("BFloat16", "BFloat16", 32, 256),
                                                     dict(n=4096, k=7168, cluster_m=2)),
+        "grouped_gemm_bf16_t256_g8_partial_last_pairs": (("BFloat16", "BFloat16", 8, 256),
+                                                         dict(n=4096, k=14336, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
     }.items()},
     "grouped_gemm_bf16_t64_g128": _grouped_gemm("BFloat16", "BFloat16", 128, 64, n=2048, k=768),

@@ -132,12 +132,14 @@ def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monk
 
     monkeypatch.setattr(gm, "forcing", forcing)
     monkeypatch.setattr(fm, "fused_moe_pair", lambda *args: "pair")
-    for form in ("pair up cooperative 256 pairs", "pair down pingpong 192", "pair up n-order", "pair down m-order"):
+    for form in ("pair up cooperative 256 pairs", "pair down pingpong 192", "pair up n-order", "pair down m-order",
+                 "pair down m_partial_last-order"):
         assert form in w8_fused_moe.FORCED and w8_fused_moe.layer(form)() == "pair"
     assert seen == [("swiglu", dict(schedule="cooperative", tile_n=256, cluster_m=2)),
                     ("none", dict(schedule="pingpong", tile_n=192, cluster_m=None)),
-                    ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m"))]
-    assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order")
+                    ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m")),
+                    ("none", dict(tile_order="m_partial_last"))]
+    assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order")
 
 
 def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):

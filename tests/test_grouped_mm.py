@@ -18,6 +18,7 @@ pytestmark = pytest.mark.gpu
 
 SPECIAL_ROWS = (0, 1, 127, 129, 2000)  # empty, one row, one short of a tile, one past, many tiles
 TAIL = 5  # rows of `a` after offs[-1]
+TILE_ORDERS = ("m", "n", "m_partial_last")  # hopper_grouped_gemm.TILE_ORDERS (test_grouped_mm_host checks it)
 
 
 def ragged_rows(groups: int, seed: int = 0):
@@ -79,7 +80,7 @@ def check(out, a, b, ends, tol=1e-2):
 @pytest.mark.parametrize("groups", [1, 8, 64, 128, 256])
 @pytest.mark.parametrize("n, k", [(392, 200), (328, 1000)])  # 128x256 and 128x128 tiles; K % 64 != 0
 @pytest.mark.parametrize("cluster_m", [1, 2])  # single CTAs; pairs sharing B by multicast
-@pytest.mark.parametrize("tile_order", ["m", "n"])  # a group's M-steps or N-tiles fastest
+@pytest.mark.parametrize("tile_order", TILE_ORDERS)
 def test_ragged_groups_against_fp32_and_torch(groups, n, k, cluster_m, tile_order):
     rows = ragged_rows(groups, seed=groups)
     a, b, ends = make_problem(rows, n, k)
@@ -106,7 +107,7 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
     rows = [2000, 0, 1500, 700, 129, 2048, 1]
     a, b, ends = make_problem(rows, 1024, 2048)
     for cluster_m in (1, 2):
-        for tile_order in ("m", "n"):
+        for tile_order in TILE_ORDERS:
             check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
 
 
@@ -115,7 +116,7 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
     [1, 127, 129, 2000, 1, 0, 128, 256],  # one row, one short of a tile, one past, many tiles, exact tiles
 ], ids=["middle", "last-of-64", "first-of-64", "edges"])
 @pytest.mark.parametrize("cluster_m", [1, 2])
-@pytest.mark.parametrize("tile_order", ["m", "n"])
+@pytest.mark.parametrize("tile_order", TILE_ORDERS)
 def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
     a, b, ends = make_problem(rows, 392, 200)
     check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)

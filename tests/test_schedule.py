@@ -4,7 +4,8 @@
 a simulated warp (`tests/simt.py`); `locate` then places every cluster tile. Both are
 held to a reference written from `offs` directly: each end the largest so far, clamped
 to T; a group's tiles ceil(rows / (128 x cluster_m)) x N-tiles, in the configuration's
-tile order (M-steps or N-tiles fastest); each group
+tile order (M-steps or N-tiles fastest, or the full M-steps' tiles before the partial
+step's); each group
 of an M-major A with rows starting at a multiple of 8, and, in the grouped reduction with
 T contiguous, ending there, or the kernel traps. `offs` here is anything a router could
 write, bad values included (decreasing, negative, past T).
@@ -79,8 +80,11 @@ def _reference_tiles(offs, total, rows_per_step, n_tiles, tile_order="m"):
     for group, (start, end) in enumerate(_ends(offs, total)):
         length = end - start
         m_steps = -(-length // rows_per_step)
-        steps = [(m, n) for n in range(n_tiles) for m in range(m_steps)] if tile_order == "m" else \
-            [(m, n) for m in range(m_steps) for n in range(n_tiles)]
+        full = length // rows_per_step
+        steps = {"m": [(m, n) for n in range(n_tiles) for m in range(m_steps)],
+                 "n": [(m, n) for m in range(m_steps) for n in range(n_tiles)],
+                 "m_partial_last": [(m, n) for n in range(n_tiles) for m in range(full)]
+                 + [(full, n) for n in range(n_tiles) if full < m_steps]}[tile_order]
         tiles += [(group, m_step, n_tile, length, start, length) for m_step, n_tile in steps]
     return tiles
 
@@ -108,7 +112,7 @@ def _ragged_m_problems(draw):
     groups = draw(st.sampled_from([1, 2, 5, 31, 32, 33, 64, 100, 256]))
     total = draw(st.integers(0, 3000))
     n, cluster_m = draw(st.sampled_from([128, 352, 1024])), draw(st.sampled_from([1, 2]))
-    return groups, n, cluster_m, draw(st.sampled_from(["m", "n"])), _offs(draw, groups, total), total
+    return groups, n, cluster_m, draw(st.sampled_from(["m", "n", "m_partial_last"])), _offs(draw, groups, total), total
 
 
 @settings(max_examples=60, **FIXTURE_OK)

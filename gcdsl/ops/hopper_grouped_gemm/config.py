@@ -72,9 +72,12 @@ ACTIVATIONS = ("none", "swiglu")
 # reduction ("k", ragged by `offs`, a 3-D output), or nothing ("batch", G equal problems).
 RAGGED_MODES = ("m", "k", "batch")
 # The order of a ragged-M group's cluster tiles (`Schedule.locate`): "m", M-step fastest,
-# so that the CTAs at work together on a group share its B tiles through L2; or "n",
-# N-tile fastest, so that they share its A rows (`grouped_mm.pick_tile_order` picks).
-TILE_ORDERS = ("m", "n")
+# so that the CTAs at work together on a group share its B tiles through L2; "n", N-tile
+# fastest, so that they share its A rows; or "m_partial_last", M-step fastest over the
+# group's full M-steps, then its partial last M-step's N-tiles as one run, so that the
+# cheaper partial tiles are taken together instead of one in every N column
+# (`grouped_mm.pick_tile_order` picks).
+TILE_ORDERS = ("m", "n", "m_partial_last")
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
 B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)

@@ -123,6 +123,13 @@ class Schedule:
         local = tile - (tile_end[group] - m_steps * self.n_tiles)
         if cutlass.const_expr(self.config.tile_order == "n"):
             return group, local // self.n_tiles, local % self.n_tiles, length, start, length
+        if cutlass.const_expr(self.config.tile_order == "m_partial_last"):
+            full_steps = length // rows_per_step
+            steps = cutlass.max(full_steps, 1)  # (a group of one partial step has only the run)
+            m_step, n_tile = local % steps, local // steps
+            if local >= full_steps * self.n_tiles:  # the partial step's N-tiles, after the full steps'
+                m_step, n_tile = full_steps, local - full_steps * self.n_tiles
+            return group, m_step, n_tile, length, start, length
         return group, local % m_steps, local // m_steps, length, start, length
 
     @staticmethod
