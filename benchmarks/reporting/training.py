@@ -100,13 +100,16 @@ def region_w7(results: Results) -> Optional[str]:
     return "\n".join(lines)
 
 
-ORDERS = {"m": "gcdsl m-order", "n": "gcdsl n-order"}  # `w7_training.py --orders`
+ORDERS = {"m": "gcdsl m-order", "n": "gcdsl n-order",  # `w7_training.py --orders`
+          "m_partial_last": "gcdsl m_partial_last-order"}
+ORDER_COLUMNS = {"m": "M-steps fastest", "n": "N-tiles fastest", "m_partial_last": "partial step last"}
 
 
 def region_w7_orders(results: Results) -> Optional[str]:
-    """The runs of `w7_training.py --orders` (W7_orders*.json): gcdsl with a group's M-steps
-    and with its N-tiles fastest, beside gcdsl as it picks and torch: the data for
-    `N_FASTEST_ROWS_PER_GROUP`."""
+    """The runs of `w7_training.py --orders` (W7_orders*.json): gcdsl with each tile order
+    forced (a group's M-steps fastest, its N-tiles fastest, and where the run has it, its
+    partial M-step's tiles last), beside gcdsl as it picks and torch: the data for
+    `pick_tile_order`."""
     runs = [name for name in results if name.startswith("W7_orders")]
     if not runs:
         return None
@@ -114,16 +117,20 @@ def region_w7_orders(results: Results) -> Optional[str]:
     for name in runs:
         source = results[name]
         rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
+        orders = [o for o, v in ORDERS.items() if o in "mn" or any(r["variant"] == v for r in source["results"])]
+        variants = ("torch", "gcdsl", *(ORDERS[o] for o in orders))
+        partial = "m_partial_last" in orders
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
-            got = {v: rows.get((s, t, case, v)) for v in ("torch", "gcdsl", *ORDERS.values())}
+            got = {v: rows.get((s, t, case, v)) for v in variants}
             if not all(got.values()):
                 continue
             us = {v: r["us"] for v, r in got.items()}
             gcdsl = got["gcdsl"]
             table.append([s, str(t), case, str(gcdsl.get("n", "-")), str(gcdsl.get("k", "-")),
-                          *(f1(us[v]) for v in ("torch", "gcdsl", *ORDERS.values())),
-                          gcdsl.get("picked_order", "-"), ratio(us[ORDERS["m"]] / us[ORDERS["n"]]),
+                          *(f1(us[v]) for v in variants), gcdsl.get("picked_order", "-"),
+                          ratio(us[ORDERS["m"]] / us[ORDERS["n"]]),
+                          *([ratio(us[ORDERS["m"]] / us[ORDERS["m_partial_last"]])] if partial else []),
                           ratio(us["torch"] / us["gcdsl"])])
         machine = source.get("machine", {})
         text += [f"Command: `python benchmarks/w7_training.py --orders --shapes "
@@ -131,9 +138,11 @@ def region_w7_orders(results: Results) -> Optional[str]:
                  f"{','.join(dict.fromkeys(row[1] for row in table))} --rounds {source['config'].get('rounds')} "
                  f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
                  "Device microseconds, median of the round medians; *m / n* is the M-step order's time over "
-                 "the N-tile order's (above 1, N-tiles fastest is faster):", "",
-                 md_table(["shape", "tokens", "case", "N", "K", "torch", "gcdsl", "M-steps fastest",
-                           "N-tiles fastest", "picked", "m / n", "torch / gcdsl"], table), ""]
+                 "the N-tile order's (above 1, N-tiles fastest is faster)"
+                 + ("; *m / partial last* the M-step order's over that of the order taking a group's partial "
+                    "M-step's tiles after its full steps'" if partial else "") + ":", "",
+                 md_table(["shape", "tokens", "case", "N", "K", "torch", "gcdsl", *(ORDER_COLUMNS[o] for o in orders),
+                           "picked", "m / n", *(["m / partial last"] if partial else []), "torch / gcdsl"], table), ""]
     return "\n".join(text[:-1])
 
 
