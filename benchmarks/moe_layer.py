@@ -64,8 +64,6 @@ class MoEWeights:
 
 def route(x, router, top_k: int):
     """Top-k routing on the GPU: (weights (T, k) fp32, expert ids (T, k), offs (E,) int32)."""
-    import torch
-
     experts = router.shape[0]
     scores = (x @ router.t()).float().softmax(dim=-1)
     weights, ids = scores.topk(top_k, dim=-1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .fmt import Results, f0, f1, listing, md_table, ok, ratio, span, verdict
+from .fmt import Results, f0, f1, listing, md_table, ok, ratio, span
 
 VARIANTS = ("torch", "gcdsl", "quack", "cooperative")  # cooperative: gcdsl held to its cooperative schedule
 PEERS = ("torch", "quack")
