@@ -68,6 +68,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
         "return group, local % self.n_tiles, local // self.n_tiles, length, start, length"),
     "n_order_ignored": ('if cutlass.const_expr(self.config.tile_order == "n"):',
                         'if cutlass.const_expr(self.config.tile_order == "x"):'),
+    "partial_last_order_ignored": ('if cutlass.const_expr(self.config.tile_order == "m_partial_last"):',
+                                   'if cutlass.const_expr(self.config.tile_order == "x"):'),
     "partial_last_run_one_tile_late": ("if local >= full_steps * self.n_tiles:", "if local > full_steps * self.n_tiles:"),
     "partial_last_run_at_step_zero": ("m_step, n_tile = full_steps, local - full_steps * self.n_tiles",
                                       "m_step, n_tile = 0, local - full_steps * self.n_tiles"),
