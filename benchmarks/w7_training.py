@@ -78,7 +78,7 @@ FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs i
     ("cooperative", 128, ""), ("cooperative", 256, ""), ("cooperative", 128, " pairs"), ("cooperative", 256, " pairs"),
     ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 192, " pairs")))
 # gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
-ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order")
+ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order", "gcdsl m_blocks-order")
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 

@@ -163,6 +163,8 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t256_g32_norder_pairs": dict(tile_order="n"),
     # a group's full M-steps' tiles, then its partial step's (Mixtral's down GEMM, in pairs)
     "grouped_gemm_bf16_t256_g8_partial_last_pairs": dict(tile_order="m_partial_last"),
+    # a group's M-steps fastest in blocks of them (DeepSeek-V3's gate-up forward, in pairs)
+    "grouped_gemm_bf16_t256_g32_mblocks_pairs": dict(tile_order="m_blocks"),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
 }
 
@@ -200,6 +202,8 @@ GROUPED_GEMM_CASES = {
                                                     dict(n=4096, k=7168, cluster_m=2)),
         "grouped_gemm_bf16_t256_g8_partial_last_pairs": (("BFloat16", "BFloat16", 8, 256),
                                                          dict(n=4096, k=14336, cluster_m=2)),
+        "grouped_gemm_bf16_t256_g32_mblocks_pairs": (("BFloat16", "BFloat16", 32, 256),
+                                                     dict(n=4096, k=7168, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
     }.items()},
     "grouped_gemm_bf16_t64_g128": _grouped_gemm("BFloat16", "BFloat16", 128, 64, n=2048, k=768),

@@ -139,7 +139,8 @@ def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monk
                     ("none", dict(schedule="pingpong", tile_n=192, cluster_m=None)),
                     ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m")),
                     ("none", dict(tile_order="m_partial_last"))]
-    assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order")
+    assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order",
+                                  "gcdsl m_blocks-order")
 
 
 def test_a_side_run_writes_its_own_json_and_no_plot(tmp_path, monkeypatch):

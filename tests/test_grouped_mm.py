@@ -18,7 +18,7 @@ pytestmark = pytest.mark.gpu
 
 SPECIAL_ROWS = (0, 1, 127, 129, 2000)  # empty, one row, one short of a tile, one past, many tiles
 TAIL = 5  # rows of `a` after offs[-1]
-TILE_ORDERS = ("m", "n", "m_partial_last")  # hopper_grouped_gemm.TILE_ORDERS (test_grouped_mm_host checks it)
+TILE_ORDERS = ("m", "n", "m_partial_last", "m_blocks")  # hopper_grouped_gemm.TILE_ORDERS (test_grouped_mm_host checks it)
 
 
 def ragged_rows(groups: int, seed: int = 0):

@@ -410,10 +410,11 @@ def test_cases_64_wide_tiles(case, la, lb, schedule):
 @pytest.mark.parametrize("schedule, cluster_m, tile_n", [("cooperative", 1, 256), ("cooperative", 2, 256),
                                                        ("pingpong", 1, 192)])
 @pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col")])
-@pytest.mark.parametrize("tile_order", ["n", "m_partial_last"])
+@pytest.mark.parametrize("tile_order", ["n", "m_partial_last", "m_blocks"])
 def test_cases_tile_orders(case, la, lb, schedule, cluster_m, tile_n, tile_order):
-    """A group's N-tiles fastest (`tile_order="n"`), or its partial M-step's tiles after the
-    full steps' ("m_partial_last"), on the cases with ragged rows: the edge rows of ROWS, and
+    """A group's N-tiles fastest (`tile_order="n"`), its partial M-step's tiles after the full
+    steps' ("m_partial_last"), or its M-steps fastest in blocks ("m_blocks"; the groups of
+    3,000 and 4,000 rows span blocks), on the cases with ragged rows: the edge rows of ROWS, and
     groups of many M-steps; N ends inside a tile (past half of it, for pairs)."""
     for shape in (dict(n=392), dict(rows=[3000, 0, 2500, 64, 4000, 0], m=648, n=1160, k=520)):
         a, b, ends = problem(case, la, lb, **shape)

@@ -227,9 +227,10 @@ def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without
     import cutlass
     from gcdsl.ops import hopper_grouped_gemm as hgg
 
-    assert hgg.TILE_ORDERS == ("m", "n", "m_partial_last")
+    assert hgg.TILE_ORDERS == ("m", "n", "m_partial_last", "m_blocks")
     hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="n")
     hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="m_partial_last")
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="m_blocks")
     with pytest.raises(ValueError, match="tile order 'k' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, tile_order="k")
     with pytest.raises(ValueError, match="tile orders are built for ragged M"):
@@ -440,7 +441,7 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
     with pytest.raises(GcdslError) as info:
         gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), tile_order="k")
     assert info.value.param == "tile_order" and info.value.location.filename == __file__
-    assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last')" in info.value.message
+    assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last', 'm_blocks')" in info.value.message
 
 
 def test_the_n_tile_order_without_ragged_rows_is_refused_at_the_callers_line():

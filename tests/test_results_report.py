@@ -296,7 +296,12 @@ def test_orders_region_shows_each_order_the_pick_and_the_ratios():
     text = training.region_w7_orders({"W7_orders3": dict(source, results=rows)})
     row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
     assert row.split(" | ")[5:] == ["3000.0", "2900.0", "3190.0", "2900.0", "2750.0", "n", "1.10x", "1.16x", "1.03x |"]
-    assert "| partial step last | picked | m / n | m / partial last |" in text
+    assert "| partial step last | picked | m / n | m / partial last | torch / gcdsl |" in text
+    rows += [dict(rows[0], variant="gcdsl m_blocks-order", us=2900.0)]  # ... and with the fourth
+    text = training.region_w7_orders({"W7_orders4": dict(source, results=rows)})
+    row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
+    assert row.split(" | ")[9:] == ["2750.0", "2900.0", "n", "1.10x", "1.16x", "1.10x", "1.03x |"]
+    assert "| M-steps fastest in blocks | picked | m / n | m / partial last | m / blocks |" in text
 
 
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():

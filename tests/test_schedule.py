@@ -4,8 +4,8 @@
 a simulated warp (`tests/simt.py`); `locate` then places every cluster tile. Both are
 held to a reference written from `offs` directly: each end the largest so far, clamped
 to T; a group's tiles ceil(rows / (128 x cluster_m)) x N-tiles, in the configuration's
-tile order (M-steps or N-tiles fastest, or the full M-steps' tiles before the partial
-step's); each group
+tile order (M-steps or N-tiles fastest, the full M-steps' tiles before the partial
+step's, or M-steps fastest in blocks of M-steps); each group
 of an M-major A with rows starting at a multiple of 8, and, in the grouped reduction with
 T contiguous, ending there, or the kernel traps. `offs` here is anything a router could
 write, bad values included (decreasing, negative, past T).
@@ -81,10 +81,12 @@ def _reference_tiles(offs, total, rows_per_step, n_tiles, tile_order="m"):
         length = end - start
         m_steps = -(-length // rows_per_step)
         full = length // rows_per_step
+        blocks = [range(first, min(first + hgg.M_BLOCK_STEPS, m_steps)) for first in range(0, m_steps, hgg.M_BLOCK_STEPS)]
         steps = {"m": [(m, n) for n in range(n_tiles) for m in range(m_steps)],
                  "n": [(m, n) for m in range(m_steps) for n in range(n_tiles)],
                  "m_partial_last": [(m, n) for n in range(n_tiles) for m in range(full)]
-                 + [(full, n) for n in range(n_tiles) if full < m_steps]}[tile_order]
+                 + [(full, n) for n in range(n_tiles) if full < m_steps],
+                 "m_blocks": [(m, n) for block in blocks for n in range(n_tiles) for m in block]}[tile_order]
         tiles += [(group, m_step, n_tile, length, start, length) for m_step, n_tile in steps]
     return tiles
 
@@ -115,10 +117,11 @@ def _ragged_m_problems(draw):
     return groups, n, cluster_m, _offs(draw, groups, total), total
 
 
-@pytest.mark.parametrize("tile_order", ["m", "n", "m_partial_last"])  # each with examples of its own
+@pytest.mark.parametrize("tile_order", ["m", "n", "m_partial_last", "m_blocks"])  # each with examples of its own
 @settings(max_examples=60, **FIXTURE_OK)
 @given(problem=_ragged_m_problems())
 @example(problem=(2, 1024, 1, [300, 600], 600))  # full and partial M-steps by many N-tiles: the orders differ
+@example(problem=(2, 352, 1, [2500, 2600], 2600))  # 20 M-steps, then 1: two blocks and a third of one
 def test_schedule_on_a_simulated_warp_places_every_ragged_m_tile_once(tile_order, problem, monkeypatch):
     groups, n, cluster_m, offs, total = problem
     gemm = _gemm(groups, n, cluster_m, tile_order=tile_order)

@@ -100,16 +100,19 @@ def region_w7(results: Results) -> Optional[str]:
     return "\n".join(lines)
 
 
-ORDERS = {"m": "gcdsl m-order", "n": "gcdsl n-order",  # `w7_training.py --orders`
-          "m_partial_last": "gcdsl m_partial_last-order"}
-ORDER_COLUMNS = {"m": "M-steps fastest", "n": "N-tiles fastest", "m_partial_last": "partial step last"}
+ORDERS = {o: f"gcdsl {o}-order" for o in ("m", "n", "m_partial_last", "m_blocks")}  # `w7_training.py --orders`
+ORDER_COLUMNS = {"m": "M-steps fastest", "n": "N-tiles fastest", "m_partial_last": "partial step last",
+                 "m_blocks": "M-steps fastest in blocks"}
+ORDER_RATIOS = {"m_partial_last": "partial last", "m_blocks": "blocks"}  # *m / <this>*, the orders past m and n
+ORDER_SENTENCES = {
+    "m_partial_last": "the order taking a group's partial M-step's tiles after its full steps'",
+    "m_blocks": "the order taking a group's M-steps fastest in blocks of M_BLOCK_STEPS of them"}
 
 
 def region_w7_orders(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --orders` (W7_orders*.json): gcdsl with each tile order
-    forced (a group's M-steps fastest, its N-tiles fastest, and where the run has it, its
-    partial M-step's tiles last), beside gcdsl as it picks and torch: the data for
-    `pick_tile_order`."""
+    forced (a group's M-steps fastest, its N-tiles fastest, and the other orders a run
+    has), beside gcdsl as it picks and torch: the data for `pick_tile_order`."""
     runs = [name for name in results if name.startswith("W7_orders")]
     if not runs:
         return None
@@ -118,8 +121,8 @@ def region_w7_orders(results: Results) -> Optional[str]:
         source = results[name]
         rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
         orders = [o for o, v in ORDERS.items() if o in "mn" or any(r["variant"] == v for r in source["results"])]
+        extra = [o for o in orders if o not in "mn"]
         variants = ("torch", "gcdsl", *(ORDERS[o] for o in orders))
-        partial = "m_partial_last" in orders
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
             got = {v: rows.get((s, t, case, v)) for v in variants}
@@ -129,8 +132,7 @@ def region_w7_orders(results: Results) -> Optional[str]:
             gcdsl = got["gcdsl"]
             table.append([s, str(t), case, str(gcdsl.get("n", "-")), str(gcdsl.get("k", "-")),
                           *(f1(us[v]) for v in variants), gcdsl.get("picked_order", "-"),
-                          ratio(us[ORDERS["m"]] / us[ORDERS["n"]]),
-                          *([ratio(us[ORDERS["m"]] / us[ORDERS["m_partial_last"]])] if partial else []),
+                          *(ratio(us[ORDERS["m"]] / us[ORDERS[o]]) for o in ("n", *extra)),
                           ratio(us["torch"] / us["gcdsl"])])
         machine = source.get("machine", {})
         text += [f"Command: `python benchmarks/w7_training.py --orders --shapes "
@@ -139,10 +141,10 @@ def region_w7_orders(results: Results) -> Optional[str]:
                  f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
                  "Device microseconds, median of the round medians; *m / n* is the M-step order's time over "
                  "the N-tile order's (above 1, N-tiles fastest is faster)"
-                 + ("; *m / partial last* the M-step order's over that of the order taking a group's partial "
-                    "M-step's tiles after its full steps'" if partial else "") + ":", "",
+                 + "".join(f"; *m / {ORDER_RATIOS[o]}* the M-step order's over that of {ORDER_SENTENCES[o]}"
+                           for o in extra) + ":", "",
                  md_table(["shape", "tokens", "case", "N", "K", "torch", "gcdsl", *(ORDER_COLUMNS[o] for o in orders),
-                           "picked", "m / n", *(["m / partial last"] if partial else []), "torch / gcdsl"], table), ""]
+                           "picked", "m / n", *(f"m / {ORDER_RATIOS[o]}" for o in extra), "torch / gcdsl"], table), ""]
     return "\n".join(text[:-1])
 
 

@@ -40,7 +40,8 @@ def ragged_rows(rows) -> bool:
         for out_dtype in (torch.bfloat16, torch.float32):
             for cluster_m, schedule, order in ((1, "cooperative", "m"), (2, "cooperative", "m"), (1, "pingpong", "m"),
                                                (2, "cooperative", "n"), (1, "pingpong", "n"),
-                                               (1, "cooperative", "m_partial_last"), (1, "pingpong", "m_partial_last")):
+                                               (1, "cooperative", "m_partial_last"), (1, "pingpong", "m_partial_last"),
+                                               (2, "cooperative", "m_blocks")):
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
                 tile_n = pick_tile_n(n) if schedule == "cooperative" else None  # ping-pong: 192 here
                 grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,

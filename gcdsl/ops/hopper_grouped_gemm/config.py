@@ -75,9 +75,14 @@ RAGGED_MODES = ("m", "k", "batch")
 # so that the CTAs at work together on a group share its B tiles through L2; "n", N-tile
 # fastest, so that they share its A rows; or "m_partial_last", M-step fastest over the
 # group's full M-steps, then its partial last M-step's N-tiles as one run, so that the
-# cheaper partial tiles are taken together instead of one in every N column
-# (`grouped_mm.pick_tile_order` picks).
-TILE_ORDERS = ("m", "n", "m_partial_last")
+# cheaper partial tiles are taken together instead of one in every N column; or
+# "m_blocks", M-step fastest within blocks of M_BLOCK_STEPS M-steps, the blocks one after
+# another (the grouped rasterization of CUTLASS's and Triton's schedulers), so that in a
+# group whose A rows or B tiles outgrow L2 the CTAs at work together hold a block of its
+# A rows and a band of its B tiles rather than all of either (`grouped_mm.pick_tile_order`
+# picks).
+TILE_ORDERS = ("m", "n", "m_partial_last", "m_blocks")
+M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
 B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)

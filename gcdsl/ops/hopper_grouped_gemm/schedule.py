@@ -8,6 +8,7 @@ import cutlass
 import cutlass.cute as cute
 
 from ...lower._dsl import trap_unless
+from .config import M_BLOCK_STEPS
 
 # TMA reads a box only from a 16-byte aligned start along the contiguous mode, and an
 # M-major A's rows are that mode: with it, every group that has rows must start there.
@@ -130,6 +131,12 @@ class Schedule:
             if local >= full_steps * self.n_tiles:  # the partial step's N-tiles, after the full steps'
                 m_step, n_tile = full_steps, local - full_steps * self.n_tiles
             return group, m_step, n_tile, length, start, length
+        if cutlass.const_expr(self.config.tile_order == "m_blocks"):
+            block_tiles = M_BLOCK_STEPS * self.n_tiles
+            block = local // block_tiles
+            within = local - block * block_tiles
+            steps = cutlass.min(m_steps - block * M_BLOCK_STEPS, M_BLOCK_STEPS)  # (the last block's may be fewer)
+            return group, block * M_BLOCK_STEPS + within % steps, within // steps, length, start, length
         return group, local % m_steps, local // m_steps, length, start, length
 
     @staticmethod
