@@ -14,9 +14,11 @@ I 14336, top-2); tokens 1, 64, 512, 4096.
 Method
 - Every variant's output is checked against a float32 reference of the same layer
   (max |out - ref| / max |ref| <= 2e-2) before it is timed.
-- Eager: `--calls` layer calls back to back, each on new tokens (a pool of 8 inputs,
-  so new routing every call), CUDA events around the batch: microseconds per layer
-  with host and device overlapping as in a model.
+- Eager: `--eager-calls` layer calls back to back, each on new tokens (a pool of 8
+  inputs, so new routing every call), CUDA events around the batch: microseconds per
+  layer with host and device overlapping as in a model. At few tokens the host bounds
+  the layer, and a batch of 20 calls lasts a few milliseconds, short enough for the
+  host's jitter to move a round's time: eager batches are longer than graph ones.
 - Graph: the layer captured in `torch.cuda.graph` once per input of the pool, each
   graph on its own copy of its input; replay i runs graph i % 8, so every replay has
   new routing and nothing is copied between replays (as a layer of a captured model
@@ -202,7 +204,7 @@ def run(args) -> Report:
 
     variants = ["torch", "gcdsl", "quack"]
     report = Report("W6", "MoE layer: router, grouped GEMMs, SwiGLU, combine; torch vs gcdsl vs quack",
-                    config={"calls": args.calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
+                    config={"calls": args.calls, "eager_calls": args.eager_calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m=...)")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]  # read + write
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]
@@ -223,7 +225,7 @@ def run(args) -> Report:
                     err = p.error(moe_forward(p.pool[0], p.w, shape.top_k, gmm))
                     if not err <= TOLERANCE:
                         raise AssertionError(f"relative error {err:.2e}")
-                    timers[(v, "eager")] = eager_timer(p, gmm, args.calls)
+                    timers[(v, "eager")] = eager_timer(p, gmm, args.eager_calls)
                     timers[(v, "graph")] = graph_timer(p, gmm, args.calls)
                     gemms = gemm_time(p, gmm, args.reps)
                     report.add(shape=shape.name, tokens=t, variant=v, mode="gemms", status=OK, err=err,
@@ -349,7 +351,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="W6 MoE layer benchmark (see the module docstring)")
     p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
     p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,64,512,4096)")
-    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch")
+    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch of graph replays")
+    p.add_argument("--eager-calls", type=int, default=100,
+                   help="layer calls per timed eager batch: at few tokens the host bounds the layer, and a "
+                        "longer batch averages out its jitter")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
     p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")

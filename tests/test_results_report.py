@@ -348,3 +348,16 @@ def test_decode_ab_regions_read_their_runs_in_turn():
     assert "run at `old` (*reset*:" in text and "at `new` (*flip*:" in text and "3 runs each, on an G" in text
     row = next(line for line in text.splitlines() if line.startswith("| q "))
     assert row.split(" | ")[3:] == ["90.0", "34.0 [33.0 to 35.0]", "32.0 [31.0 to 33.0]", "1.06x |"]
+
+
+def test_w6_layer_tables_name_their_rounds_and_calls(results):
+    """The eager table names `eager_calls` where the run recorded it (eager batches are
+    longer than graph ones), and `calls` where it did not (runs before the option)."""
+    from benchmarks.reporting import moe_layer
+
+    w6 = copy.deepcopy(results["W6"])
+    w6["config"].update(rounds=5, calls=20, eager_calls=100)
+    eager, graph = (moe_layer._layer_table({"W6": w6}, mode)[0] for mode in ("eager", "graph"))
+    assert "(median of 5 rounds of 100 calls)" in eager and "(median of 5 rounds of 20 calls)" in graph
+    del w6["config"]["eager_calls"]
+    assert "(median of 5 rounds of 20 calls)" in moe_layer._layer_table({"W6": w6}, "eager")[0]

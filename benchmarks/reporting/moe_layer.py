@@ -57,7 +57,10 @@ def _layer_table(results: Results, mode: str) -> List[str]:
         cells = [s, str(t)] + [f1(u) if (u := _us(results, s, t, v, mode)) else "-" for v in VARIANTS]
         cells += [ratio(x) if (x := ratios(results, p, mode).get((s, t))) else "-" for p in PEERS]
         rows.append(cells)
-    return [f"Microseconds per layer, {MODES[mode]} (median of rounds); ratio = peer / gcdsl:", "",
+    config = results["W6"]["config"]
+    calls = config.get("eager_calls" if mode == "eager" else "calls", config.get("calls"))
+    return [f"Microseconds per layer, {MODES[mode]} (median of {config.get('rounds')} rounds of {calls} calls); "
+            "ratio = peer / gcdsl:", "",
             md_table(["shape", "tokens", "torch", "gcdsl", "quack", "torch / gcdsl", "quack / gcdsl"], rows), ""]
 
 
