@@ -204,7 +204,8 @@ def run(args) -> Report:
 
     variants = ["torch", "gcdsl", "quack"]
     report = Report("W6", "MoE layer: router, grouped GEMMs, SwiGLU, combine; torch vs gcdsl vs quack",
-                    config={"calls": args.calls, "eager_calls": args.eager_calls, "rounds": args.rounds, "pool": POOL, "tolerance": TOLERANCE,
+                    config={"calls": args.calls, "eager_calls": args.eager_calls, "rounds": args.rounds,
+                            "pool": POOL, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m=...)")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]  # read + write
     shapes = [SHAPES[s] for s in (args.shapes.split(",") if args.shapes else SHAPES)]

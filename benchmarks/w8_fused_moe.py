@@ -96,7 +96,8 @@ FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streame
           + tuple(f"pair down {s} {t}" for s, t in (("cooperative", 256), ("cooperative", 128), ("cooperative", 64),
                                                     ("pingpong", 192), ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs"))
-          + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down") for order in ("m", "n", "m_partial_last", "m_blocks")))
+          + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down")
+                  for order in ("m", "n", "m_partial_last", "m_blocks")))
 CLUSTERS = {"alone": 1, "pairs": 2}  # the last word of a forced two-GEMM form
 POOL = 4
 TOLERANCE = 2e-2
