@@ -14,11 +14,12 @@ I 14336, top-2); tokens 1, 64, 512, 4096.
 Method
 - Every variant's output is checked against a float32 reference of the same layer
   (max |out - ref| / max |ref| <= 2e-2) before it is timed.
-- Eager: `--eager-calls` layer calls back to back, each on new tokens (a pool of 8
-  inputs, so new routing every call), CUDA events around the batch: microseconds per
-  layer with host and device overlapping as in a model. At few tokens the host bounds
-  the layer, and a batch of 20 calls lasts a few milliseconds, short enough for the
-  host's jitter to move a round's time: eager batches are longer than graph ones.
+- Eager: `--calls` layer calls back to back, or as many more as torch's layer needs
+  to last `--eager-batch-ms` (every variant the same number at a point), each on new
+  tokens (a pool of 8 inputs, so new routing every call), CUDA events around the
+  batch: microseconds per layer with host and device overlapping as in a model. At few
+  tokens the host bounds the layer, and 20 calls last a few milliseconds, short enough
+  for the host's jitter to move a round's time.
 - Graph: the layer captured in `torch.cuda.graph` once per input of the pool, each
   graph on its own copy of its input; replay i runs graph i % 8, so every replay has
   new routing and nothing is copied between replays (as a layer of a captured model
@@ -41,6 +42,7 @@ Exit status 1 if a variant FAILED or raised.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -92,6 +94,18 @@ class Point:
 
     def error(self, out) -> float:
         return ((out.float() - self.ref).abs().max() / self.ref.abs().max()).item()
+
+
+def eager_calls(layer_us: float, calls: int, batch_ms: float) -> int:
+    """The calls of an eager batch: `calls`, or as many as last `batch_ms` at `layer_us` a call."""
+    return max(calls, math.ceil(batch_ms * 1e3 / layer_us))
+
+
+def eager_batch(p: Point, calls: int, batch_ms: float) -> int:
+    """The calls of every variant's eager batch at this point (one length, so the same
+    inputs in the same proportions), sized by a batch of torch's layer timed first."""
+    layer_us = us_per_call(lambda i: moe_forward(p.pool[i % POOL], p.w, p.shape.top_k, GROUPED_MMS["torch"]), calls)
+    return eager_calls(layer_us, calls, batch_ms)
 
 
 def eager_timer(p: Point, gmm: Callable, calls: int) -> Callable[[], float]:
@@ -204,7 +218,7 @@ def run(args) -> Report:
 
     variants = ["torch", "gcdsl", "quack"]
     report = Report("W6", "MoE layer: router, grouped GEMMs, SwiGLU, combine; torch vs gcdsl vs quack",
-                    config={"calls": args.calls, "eager_calls": args.eager_calls, "rounds": args.rounds,
+                    config={"calls": args.calls, "eager_batch_ms": args.eager_batch_ms, "rounds": args.rounds,
                             "pool": POOL, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m=...)")})
     copy_gbps = report.config["copy_gbps"] = copy_bandwidth(20, 3)["gbps"]  # read + write
@@ -215,6 +229,7 @@ def run(args) -> Report:
             p = Point(shape, t)
             print(f"\n{shape.name}, {t} tokens ({t * shape.top_k} routed rows)", flush=True)
             timers: Dict[tuple, Callable[[], float]] = {}
+            calls = {"eager": eager_batch(p, args.calls, args.eager_batch_ms), "graph": args.calls}  # per batch
             for v in variants:
                 if not available(v):
                     for mode in ("eager", "graph"):
@@ -226,8 +241,8 @@ def run(args) -> Report:
                     err = p.error(moe_forward(p.pool[0], p.w, shape.top_k, gmm))
                     if not err <= TOLERANCE:
                         raise AssertionError(f"relative error {err:.2e}")
-                    timers[(v, "eager")] = eager_timer(p, gmm, args.eager_calls)
-                    timers[(v, "graph")] = graph_timer(p, gmm, args.calls)
+                    timers[(v, "eager")] = eager_timer(p, gmm, calls["eager"])
+                    timers[(v, "graph")] = graph_timer(p, gmm, calls["graph"])
                     gemms = gemm_time(p, gmm, args.reps)
                     report.add(shape=shape.name, tokens=t, variant=v, mode="gemms", status=OK, err=err,
                                us=gemms["stats"]["median"] * 1e3, stats=gemms["stats"],
@@ -247,7 +262,7 @@ def run(args) -> Report:
                     samples[key].append(once())
             for (v, mode), s in samples.items():
                 row = report.add(shape=shape.name, tokens=t, variant=v, mode=mode, status=OK,
-                                 us=statistics.median(s), rounds=summarize(s))
+                                 us=statistics.median(s), rounds=summarize(s), calls=calls[mode])
                 print(f"  {v:6s} {mode:6s} {row['us']:9.1f} us/layer  [{min(s):.1f}-{max(s):.1f}]", flush=True)
             del timers, p
             torch.cuda.empty_cache()
@@ -352,10 +367,10 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description="W6 MoE layer benchmark (see the module docstring)")
     p.add_argument("--shapes", default="", help="comma-separated subset of " + ",".join(SHAPES))
     p.add_argument("--tokens", default="", help="comma-separated token counts (default 1,64,512,4096)")
-    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch of graph replays")
-    p.add_argument("--eager-calls", type=int, default=100,
-                   help="layer calls per timed eager batch: at few tokens the host bounds the layer, and a "
-                        "longer batch averages out its jitter")
+    p.add_argument("--calls", type=int, default=20, help="layer calls per timed batch (at least, eager)")
+    p.add_argument("--eager-batch-ms", type=float, default=20.0,
+                   help="an eager batch's calls last at least this long: at few tokens the host bounds the layer, "
+                        "and a longer batch averages out its jitter")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
     p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")

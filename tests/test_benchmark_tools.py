@@ -207,3 +207,15 @@ def test_weight_stream_variants_fit_the_ring_and_the_tiles():
         assert v["box"][0] <= v["tiles"] * w8_stream.TILE_ROWS
     assert {v["a_rows"] for v in found} == set(w8_stream.A_ROWS)
     assert not [v for v in found if v["box"] == [256, 64] and v["tiles"] == 1]  # 256 rows: more than one tile
+
+
+def test_w6_eager_batches_last_at_least_the_asked_time():
+    """W6's eager batch: `--calls` calls, or as many as last `--eager-batch-ms` where the
+    layer is quicker (one token: host-bound, a few hundred microseconds a call)."""
+    from benchmarks import w6_moe_layer
+
+    assert w6_moe_layer.eager_calls(330.0, 20, 20.0) == 61  # 20 ms / 330 us, rounded up
+    assert w6_moe_layer.eager_calls(8300.0, 20, 20.0) == 20  # 20 calls already last 166 ms
+    assert w6_moe_layer.eager_calls(1000.0, 20, 20.0) == 20
+    args = w6_moe_layer.parse_args([])
+    assert (args.calls, args.eager_batch_ms) == (20, 20.0)

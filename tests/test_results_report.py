@@ -350,14 +350,15 @@ def test_decode_ab_regions_read_their_runs_in_turn():
     assert row.split(" | ")[3:] == ["90.0", "34.0 [33.0 to 35.0]", "32.0 [31.0 to 33.0]", "1.06x |"]
 
 
-def test_w6_layer_tables_name_their_rounds_and_calls(results):
-    """The eager table names `eager_calls` where the run recorded it (eager batches are
-    longer than graph ones), and `calls` where it did not (runs before the option)."""
+def test_w6_layer_tables_name_their_rounds_and_batches(results):
+    """The eager table names the batches' least length where the run recorded it (eager
+    batches last at least `eager_batch_ms`), and only their calls where it did not."""
     from benchmarks.reporting import moe_layer
 
     w6 = copy.deepcopy(results["W6"])
-    w6["config"].update(rounds=5, calls=20, eager_calls=100)
+    w6["config"].update(rounds=5, calls=20, eager_batch_ms=20.0)
     eager, graph = (moe_layer._layer_table({"W6": w6}, mode)[0] for mode in ("eager", "graph"))
-    assert "(median of 5 rounds of 100 calls)" in eager and "(median of 5 rounds of 20 calls)" in graph
-    del w6["config"]["eager_calls"]
+    assert "(median of 5 rounds of at least 20 calls and 20 ms)" in eager
+    assert "(median of 5 rounds of 20 calls)" in graph
+    del w6["config"]["eager_batch_ms"]
     assert "(median of 5 rounds of 20 calls)" in moe_layer._layer_table({"W6": w6}, "eager")[0]

@@ -58,8 +58,10 @@ def _layer_table(results: Results, mode: str) -> List[str]:
         cells += [ratio(x) if (x := ratios(results, p, mode).get((s, t))) else "-" for p in PEERS]
         rows.append(cells)
     config = results["W6"]["config"]
-    calls = config.get("eager_calls" if mode == "eager" else "calls", config.get("calls"))
-    return [f"Microseconds per layer, {MODES[mode]} (median of {config.get('rounds')} rounds of {calls} calls); "
+    batch = f"{config.get('calls')} calls"
+    if mode == "eager" and config.get("eager_batch_ms"):
+        batch = f"at least {batch} and {f0(config['eager_batch_ms'])} ms"
+    return [f"Microseconds per layer, {MODES[mode]} (median of {config.get('rounds')} rounds of {batch}); "
             "ratio = peer / gcdsl:", "",
             md_table(["shape", "tokens", "torch", "gcdsl", "quack", "torch / gcdsl", "quack / gcdsl"], rows), ""]
 
