@@ -261,6 +261,27 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
 
+def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_m_tile():
+    """Groups of one M-tile and a spill on average (at least PINGPONG_TILE_M rows, fewer than
+    PINGPONG_ANY_N_MAX_ROWS_PER_GROUP): ping-pong at every N; past that, the N rule again."""
+    def problem(rows, n, groups=32, k=7168, activation="none"):
+        return types.SimpleNamespace(ragged="m", total=rows * groups, n=n, groups=groups, k=k, activation=activation)
+
+    assert gm.PINGPONG_ANY_N_MAX_ROWS_PER_GROUP == 256
+    deepseek_w13_512, mixtral_w13_512 = problem(128, 4096), problem(128, 28672, groups=8, k=4096)
+    assert gm.pick_schedule(deepseek_w13_512) == gm.pick_schedule(mixtral_w13_512) == "pingpong"
+    assert gm.pick_schedule(problem(255, 7168, k=2048)) == "pingpong"
+    assert gm.pick_schedule(problem(256, 7168, k=2048)) == "cooperative"  # DeepSeek-V3's down GEMM at 1,024 tokens
+    assert gm.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
+    assert gm.pick_schedule(deepseek_w13_512, tile_n=256) == gm.pick_schedule(deepseek_w13_512, cluster_m=2) \
+        == "cooperative"
+    assert gm.pick_tiles(deepseek_w13_512, None, None, None, 132) == ("pingpong", 192)
+    # SwiGLU's gate-up product keeps its own tiles (in pairs from one M-tile an expert)
+    assert gm.pick_tiles(problem(128, 4096, activation="swiglu"), None, None, None, 132) == ("cooperative", 256)
+    batch = types.SimpleNamespace(ragged="batch", total=128 * 32, n=4096, groups=32, k=7168)
+    assert gm.pick_schedule(batch) == "cooperative"
+
+
 def test_pick_schedule_and_pairs_for_the_grouped_reduction_in_their_measured_range():
     """Ragged K (the weight gradient): pairs wherever they fit; ping-pong while groups
     average less than 2,048 columns, in pairs, or at least 512 without them (the W7 points

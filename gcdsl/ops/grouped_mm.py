@@ -96,6 +96,14 @@ PINGPONG_MAX_N = 1536
 # N 2048 with K 1536 or 7168, 0.93x to 1.03x (the same `--every-config` run).
 PINGPONG_SHORT_K = 1024
 PINGPONG_SHORT_K_MAX_N = 2048
+# ... and at any N where groups average at least one tile of rows but fewer than this
+# (routed, about half of them spill a few rows into a second M-tile). Measured on an H100
+# at 512 and 2,048 routed tokens (`w7_training.py --tokens 512,2048 --every-config`,
+# RESULTS.md "Ping-pong at one M-tile an expert"): at 128 rows an expert, ping-pong
+# 128 x 192 ran 1.11x to 1.27x the cooperative 128 x 256 on the DeepSeek-V3 and
+# Mixtral-8x7B forward GEMMs (N 4096 to 28672), as fast as the cooperative tiles in pairs;
+# at 512 rows an expert, 0.90x to 1.08x.
+PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 256
 # The grouped reduction (ragged K, the weight gradient): ping-pong where its groups
 # average less than PINGPONG_REDUCTION_MAX_K columns and it runs in pairs (`_Launch`
 # takes pairs wherever they fit), or at least PINGPONG_REDUCTION_MIN_K without them.
@@ -462,8 +470,9 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
 
 
 def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
-    """"pingpong" for ragged M with N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where
-    K <= PINGPONG_SHORT_K) and groups that average a full tile of rows, and for ragged K
+    """"pingpong" for ragged M with groups that average a full tile of rows and either
+    N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where K <= PINGPONG_SHORT_K) or fewer
+    than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows, and for ragged K
     with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
     least PINGPONG_REDUCTION_MIN_K; unless `tile_n` or `cluster_m` asks for what only
     "cooperative" has."""
@@ -473,8 +482,8 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
         return "pingpong"
     fits = tile_n in (None, *PINGPONG_TILE_NS) and (cluster_m in (None, 1) or problem.ragged == "k")
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
-    if fits and problem.ragged == "m" and problem.n <= max_n \
-            and problem.total >= PINGPONG_TILE_M * problem.groups:
+    if fits and problem.ragged == "m" and problem.total >= PINGPONG_TILE_M * problem.groups \
+            and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups):
         return "pingpong"
     if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
         in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M,
