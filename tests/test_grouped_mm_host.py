@@ -249,10 +249,10 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
 
     qwen3_w13, qwen3_w2_dx = problem(32768, 1536), problem(32768, 768)
     assert gm.pick_schedule(qwen3_w13) == gm.pick_schedule(qwen3_w2_dx) == "pingpong"
-    assert gm.pick_schedule(problem(32768, 2048)) == "cooperative"  # past PINGPONG_MAX_N
-    assert gm.pick_schedule(problem(32768, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
-    assert gm.pick_schedule(problem(32768, 2048, k=1025)) == "cooperative"
-    assert gm.pick_schedule(problem(32768, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
+    assert gm.pick_schedule(problem(65536, 2048)) == "cooperative"  # past PINGPONG_MAX_N (512 rows a group)
+    assert gm.pick_schedule(problem(65536, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
+    assert gm.pick_schedule(problem(65536, 2048, k=1025)) == "cooperative"
+    assert gm.pick_schedule(problem(65536, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
     assert gm.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
     assert gm.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
     assert gm.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
@@ -262,16 +262,17 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
 
 
 def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_m_tile():
-    """Groups of one M-tile and a spill on average (at least PINGPONG_TILE_M rows, fewer than
+    """Groups of one to four M-tiles on average (at least PINGPONG_TILE_M rows, fewer than
     PINGPONG_ANY_N_MAX_ROWS_PER_GROUP): ping-pong at every N; past that, the N rule again."""
     def problem(rows, n, groups=32, k=7168, activation="none"):
         return types.SimpleNamespace(ragged="m", total=rows * groups, n=n, groups=groups, k=k, activation=activation)
 
-    assert gm.PINGPONG_ANY_N_MAX_ROWS_PER_GROUP == 256
+    assert gm.PINGPONG_ANY_N_MAX_ROWS_PER_GROUP == 512
     deepseek_w13_512, mixtral_w13_512 = problem(128, 4096), problem(128, 28672, groups=8, k=4096)
     assert gm.pick_schedule(deepseek_w13_512) == gm.pick_schedule(mixtral_w13_512) == "pingpong"
-    assert gm.pick_schedule(problem(255, 7168, k=2048)) == "pingpong"
-    assert gm.pick_schedule(problem(256, 7168, k=2048)) == "cooperative"  # DeepSeek-V3's down GEMM at 1,024 tokens
+    assert gm.pick_schedule(problem(256, 7168, k=2048)) == "pingpong"  # DeepSeek-V3's down GEMM at 1,024 tokens
+    assert gm.pick_schedule(problem(511, 7168, k=2048)) == "pingpong"
+    assert gm.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
     assert gm.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
     assert gm.pick_schedule(deepseek_w13_512, tile_n=256) == gm.pick_schedule(deepseek_w13_512, cluster_m=2) \
         == "cooperative"

@@ -96,14 +96,14 @@ PINGPONG_MAX_N = 1536
 # N 2048 with K 1536 or 7168, 0.93x to 1.03x (the same `--every-config` run).
 PINGPONG_SHORT_K = 1024
 PINGPONG_SHORT_K_MAX_N = 2048
-# ... and at any N where groups average at least one tile of rows but fewer than this
-# (routed, about half of them spill a few rows into a second M-tile). Measured on an H100
-# at 512 and 2,048 routed tokens (`w7_training.py --tokens 512,2048 --every-config`,
-# RESULTS.md "Ping-pong at one M-tile an expert"): at 128 rows an expert, ping-pong
-# 128 x 192 ran 1.11x to 1.27x the cooperative 128 x 256 on the DeepSeek-V3 and
-# Mixtral-8x7B forward GEMMs (N 4096 to 28672), as fast as the cooperative tiles in pairs;
-# at 512 rows an expert, 0.90x to 1.08x.
-PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 256
+# ... and at any N where groups average at least one tile of rows but fewer than this.
+# Measured on an H100 (`w7_training.py --every-config`, RESULTS.md "Ping-pong where experts
+# average one to four M-tiles"): on the forward and input-gradient GEMMs of the DeepSeek-V3
+# and Mixtral-8x7B layers (N 2048 to 28672), ping-pong 128 x 192 ran 1.11x to 1.33x the
+# cooperative 128 x 256 at 128 routed rows an expert and 1.00x to 1.34x at 256; at 512,
+# 0.90x to 1.05x on the forward GEMMs. W5's S4 and S6 (groups of exactly 128 rows, and a
+# fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x.
+PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
 # The grouped reduction (ragged K, the weight gradient): ping-pong where its groups
 # average less than PINGPONG_REDUCTION_MAX_K columns and it runs in pairs (`_Launch`
 # takes pairs wherever they fit), or at least PINGPONG_REDUCTION_MIN_K without them.
