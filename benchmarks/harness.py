@@ -321,7 +321,7 @@ def add_json_flag(parser: Any, workload: str) -> None:
     workload's own results rather than over them."""
     parser.add_argument("--json", default="", metavar="NAME",
                         help=f"write benchmarks/results/NAME.json instead of {workload}.json, and no plot "
-                             f"(e.g. {workload}_configs for an --every-config run)")
+                             f"(e.g. {workload}_h100 for a run on another GPU)")
 
 
 def main_on_gpu(workload: str, run: Callable[[Any, Dict[str, Any]], "Report"], args: Any) -> int:

@@ -13,7 +13,9 @@ from the same data, which is:
   `results/W8_configs.json`, `results/W7_configs.json` and `results/W7_reduction_configs.json`
   (the weight gradients alone, `--cases`), earlier `--every-config` runs of `w8_fused_moe.py`
   and `w7_training.py` kept beside W8.json and W7.json (`--json W8_configs`, ...), and
-  `results/W8_h100.json`, W8 in full on an H100, `results/W8_decode.json`, a forced run
+  `results/W6_h100.json`, `results/W7_h100.json` and `results/W8_h100.json`, W6, W7 and W8
+  in full on an H100, `results/W7_configs_*.json`, `--every-config` runs of `w7_training.py`
+  at other token counts, `results/W8_decode.json`, a forced run
   of the decode kernel against the one kernel, and `results/W8_lead.json`, one of the one kernel's down-tile deals, `results/W8_streamed.json`,
   the decode kernel's streamed build against its default one, `results/W8_swiglu_pairs.json`
   and `results/W8_pairs_rule*.json`, the two-GEMM form's GEMMs with CTAs alone and in pairs, and `results/W8_ab_*.json`,
@@ -98,7 +100,10 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W5": grouped_gemm.region_w5,
     "W5-targets": grouped_gemm.region_w5_targets,
     "W6": moe_layer.region_w6,
+    "W6-h100": moe_layer.region_w6_h100,
     "W7": training.region_w7,
+    "W7-h100": training.region_w7_h100,
+    "W7-configs": training.region_w7_configs,
     "profile-layer": training.region_profile_layer,
     "W7-orders": training.region_w7_orders,
     "W8": fused_moe.region_w8,

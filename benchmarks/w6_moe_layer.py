@@ -36,7 +36,8 @@ Method
 
     python benchmarks/w6_moe_layer.py [--shapes qwen3-30b-a3b] [--tokens 1,64] [--rounds 5]
 
-Writes benchmarks/results/W6.json (machine, commit, every sample) and W6.png.
+Writes benchmarks/results/W6.json (machine, commit, every sample) and W6.png; with
+`--json NAME`, NAME.json and no plot.
 Exit status 1 if a variant FAILED or raised.
 """
 from __future__ import annotations
@@ -55,7 +56,7 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402  (imports no DSL)
-    ERROR, FAILED, OK, SKIPPED, Report, rotated, summarize, table, time_device_ms, us_per_call,
+    ERROR, FAILED, OK, SKIPPED, Report, add_json_flag, rotated, summarize, table, time_device_ms, us_per_call,
 )
 from benchmarks.w5_grouped_gemm import copy_bandwidth  # noqa: E402
 from benchmarks.moe_layer import (  # noqa: E402
@@ -268,7 +269,8 @@ def run(args) -> Report:
             torch.cuda.empty_cache()
     report.config["host"] = host_times([v for v in variants if available(v)], args.host_reps)
     summarize_report(report, shapes, tokens)
-    report.config["plot"] = _plot(report, harness.machine_info())
+    if not args.json:  # (a side run's plot would replace the headline run's)
+        report.config["plot"] = _plot(report, harness.machine_info())
     return report
 
 
@@ -375,6 +377,7 @@ def parse_args(argv=None):
     p.add_argument("--reps", type=int, default=20, help="timed repetitions of the GEMMs-only measurement")
     p.add_argument("--host-reps", type=int, default=10, help="host-time samples per case and round")
     add_quack_flag(p)
+    add_json_flag(p, "W6")
     p.add_argument("--verbose", action="store_true")
     return p.parse_args(argv)
 

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from benchmarks import report
-from benchmarks.reporting import descriptors, fmt, grouped_gemm, host, ncu
+from benchmarks.reporting import descriptors, fmt, grouped_gemm, host, ncu, training
 
 MEASURED = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ns|us|µs|ms|GB/s|%)(?![\w/])|\b\d+\.\d+x\b")
 
@@ -328,6 +328,48 @@ def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_
     targets = text.splitlines()[-1]
     assert "no layer can meet the target against torch, at a, 1 tokens." in targets
     assert fused_moe.region_w8_h100({"W8": source}) is None
+
+
+def test_runs_kept_beside_w6_and_w7_render_alone_with_their_command_commit_and_gpu():
+    """`--json W6_h100` and `--json W7_h100`: the headline region's tables from the side run,
+    its command naming the file, the commit and the GPU; nothing without the file."""
+    from benchmarks.reporting import moe_layer
+
+    machine = {"gcdsl_git": "abc", "gpu": "NVIDIA H100 80GB HBM3"}
+    w6 = {"results": [{"shape": "a", "tokens": 1, "variant": v, "mode": m, "us": us, "status": "OK"}
+                      for v, us in (("torch", 120.0), ("gcdsl", 100.0), ("quack", 90.0)) for m in ("eager", "graph")],
+          "config": {"rounds": 5, "calls": 20, "quack": "q", "copy_gbps": 3000.0}, "machine": machine}
+    text = moe_layer.region_w6_h100({"W6_h100": w6, "W6": {"results": []}})
+    assert text.startswith("Command: `python benchmarks/w6_moe_layer.py --json W6_h100`, run at `abc` on an NVIDIA H100")
+    assert "| a | 1 | 120.0 | 100.0 | 90.0 | 1.20x | 0.90x |" in text
+    assert moe_layer.region_w6_h100({"W6": w6}) is None
+    w7 = {"results": [{"shape": "a", "tokens": 4096, "case": "w2 forward", "variant": v, "us": us, "status": "OK"}
+                      for v, us in (("torch", 300.0), ("gcdsl", 200.0), ("quack", 250.0))],
+          "config": {"rounds": 3, "reps": 10, "steps": 3, "quack": "q"}, "machine": machine}
+    text = training.region_w7_h100({"W7_h100": w7, "W7": {"results": []}})
+    assert text.startswith("Command: `python benchmarks/w7_training.py --json W7_h100`, run at `abc` on an NVIDIA H100")
+    assert "| 1.50x | 1.25x |" in text and "3 of 2 met" not in text and "2 of 2 met" in text
+    assert training.region_w7_h100({"W7": w7}) is None
+
+
+def test_w7_configs_region_gives_rows_an_expert_and_the_ping_pong_ratio():
+    """`w7_training.py --every-config` runs kept as W7_configs_*.json: one table a run, the
+    routed rows an expert from the layer's shape (tokens x top-k / experts), each forced
+    configuration, and the cooperative 256 tile's time over ping-pong 192's."""
+    times = {"torch": 950.0, "quack": 700.0, "gcdsl": 900.0, "gcdsl cooperative 256": 900.0,
+             "gcdsl pingpong 192": 720.0, "gcdsl cooperative 256 pairs": 710.0}
+    rows = [{"shape": "deepseek-v3-ep8", "tokens": 512, "case": "w13 forward", "variant": v, "us": us, "status": "OK",
+             "n": 4096, "k": 7168} for v, us in times.items()]
+    rows.append({"shape": "deepseek-v3-ep8", "tokens": 512, "case": "w13 weight grad", "variant": "torch",
+                 "status": "OK", "us": 1.0})  # no forced configurations there: left out
+    source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
+    text = training.region_w7_configs({"W7_configs_512": source, "W7": {"results": []}})
+    assert text.startswith("Command: `python benchmarks/w7_training.py --every-config --no-step --shapes "
+                           "deepseek-v3-ep8 --tokens 512 --cases \"w13 forward\" --rounds 3 --json W7_configs_512`")
+    table = [line for line in text.splitlines() if line.startswith("| deepseek")]
+    assert table == ["| deepseek-v3-ep8 | 512 | w13 forward | 128 | 4096 | 7168 | 950.0 | 700.0 | 900.0 | - | 900.0 | "
+                     "- | 710.0 | - | 720.0 | 1.25x |"]
+    assert training.region_w7_configs({"W7_configs": source}) is None  # the headline --every-config run
 
 
 def test_decode_ab_regions_read_their_runs_in_turn():

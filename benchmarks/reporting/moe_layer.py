@@ -99,10 +99,17 @@ def _host_table(results: Results) -> List[str]:
             md_table(["G"] + names, rows), ""]
 
 
-def region_w6(results: Results) -> Optional[str]:
-    if "W6" not in results:
+def region_w6(results: Results, name: str = "W6") -> Optional[str]:
+    """W6's tables and targets from `name`.json: W6.json, or a run of it kept beside it
+    (`--json name`, read alone)."""
+    if name not in results:
         return None
-    lines = ["Command: `python benchmarks/w6_moe_layer.py`. The layer (`benchmarks/moe_layer.py`: router, top-k, "
+    if name != "W6":
+        results = {"W6": results[name]}  # (the helpers read results["W6"])
+    machine = results["W6"]["machine"]
+    command = "python benchmarks/w6_moe_layer.py" + ("" if name == "W6" else f" --json {name}")
+    where = "" if name == "W6" else f", run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}"
+    lines = [f"Command: `{command}`{where}. The layer (`benchmarks/moe_layer.py`: router, top-k, "
              "`offs` on the GPU, permutation, gate-up GEMM, SwiGLU, down GEMM, weighted combine) is the same code "
              "for every variant; only the grouped GEMM differs. quack-kernels runs its default configuration "
              f"(`{results['W6']['config'].get('quack')}`). Every variant's output was checked against a float32 "
@@ -116,6 +123,11 @@ def region_w6(results: Results) -> Optional[str]:
     missed = [c["what"] for c in checks if not c["met"]]
     lines.append(f"Missed: {listing(missed)}." if missed else "Every target is met.")
     return "\n".join(lines)
+
+
+def region_w6_h100(results: Results) -> Optional[str]:
+    """W6 in full on an H100 (`--json W6_h100`), beside the headline run."""
+    return region_w6(results, "W6_h100")
 
 
 def readme_sentences(results: Results) -> List[str]:

@@ -52,17 +52,23 @@ def outside_gemms(results: Results, shape: str, tokens: int, variant: str) -> Op
     return step - sum(gemms) if step and gemms and all(gemms) else None
 
 
-def region_w7(results: Results) -> Optional[str]:
-    if "W7" not in results:
+def region_w7(results: Results, name: str = "W7") -> Optional[str]:
+    """W7's tables and targets from `name`.json: W7.json, or a run of it kept beside it
+    (`--json name`, read alone)."""
+    if name not in results:
         return None
-    config = results["W7"]["config"]
-    lines = ["Command: `python benchmarks/w7_training.py`. The six grouped GEMMs of the W6 layer's training step "
+    if name != "W7":
+        results = {"W7": results[name]}  # (the helpers read results["W7"])
+    config, machine = results["W7"]["config"], results["W7"]["machine"]
+    command = "python benchmarks/w7_training.py" + ("" if name == "W7" else f" --json {name}")
+    where = "" if name == "W7" else f", run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}"
+    lines = [f"Command: `{command}`{where}. The six grouped GEMMs of the W6 layer's training step "
              "(forward, input gradient and weight gradient of the gate-up weights `w13` and the down weights `w2`), "
              "on the layer's own routing, then the step itself (forward and backward by autograd). quack-kernels "
              f"runs its default configuration (`{config.get('quack')}`) and has no part in the step. Every result was "
              "checked against a float32 reference before it was timed, and the two steps' weight gradients against "
              "each other. *gcdsl cooperative* is gcdsl held to its cooperative consumer schedule: where the default "
-             "picks ping-pong (ragged M with N <= 1536, or N <= 2048 where K <= 1024) it shows what that gains; elsewhere both columns run the same "
+             "picks ping-pong (`pick_schedule`) it shows what that gains; elsewhere both columns run the same "
              "kernel, and their difference is the measurement's spread.", "",
              f"Device microseconds (TFLOP/s in brackets), median of {config.get('rounds')} rounds of "
              f"{config.get('reps')} calls; the step: eager, {config.get('steps')} steps between CUDA events. "
@@ -107,6 +113,52 @@ ORDER_RATIOS = {"m_partial_last": "partial last", "m_blocks": "blocks"}  # *m / 
 ORDER_SENTENCES = {
     "m_partial_last": "the order taking a group's partial M-step's tiles after its full steps'",
     "m_blocks": "the order taking a group's M-steps fastest in blocks of M_BLOCK_STEPS of them"}
+
+
+def region_w7_h100(results: Results) -> Optional[str]:
+    """W7 in full on an H100 (`--json W7_h100`), beside the headline run."""
+    return region_w7(results, "W7_h100")
+
+
+FORCED = ("cooperative 128", "cooperative 256", "cooperative 128 pairs", "cooperative 256 pairs", "pingpong 128",
+          "pingpong 192")  # `w7_training.py --every-config`
+
+
+def region_w7_configs(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --every-config` at other token counts (W7_configs_*.json):
+    gcdsl forced to each schedule, tile width and cluster beside its pick, torch and quack,
+    with each point's routed rows an expert; the data for PINGPONG_ANY_N_MAX_ROWS_PER_GROUP."""
+    from ..moe_layer import SHAPES
+
+    runs = [name for name in results if name.startswith("W7_configs_")]
+    if not runs:
+        return None
+    text = []
+    for name in runs:
+        source = results[name]
+        rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
+        table = []
+        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
+            got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in FORCED))}
+            if not all(got[v] for v in ("torch", "gcdsl", "gcdsl cooperative 256", "gcdsl pingpong 192")):
+                continue
+            shape = SHAPES[s]
+            us = {v: (r["us"] if r else None) for v, r in got.items()}
+            table.append([s, str(t), case, str(t * shape.top_k // shape.experts), str(got["gcdsl"].get("n", "-")),
+                          str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
+                          ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"])])
+        machine = source.get("machine", {})
+        text += [f"Command: `python benchmarks/w7_training.py --every-config --no-step --shapes "
+                 f"{','.join(dict.fromkeys(row[0] for row in table))} --tokens "
+                 f"{','.join(dict.fromkeys(row[1] for row in table))} --cases "
+                 f"\"{','.join(dict.fromkeys(row[2] for row in table))}\" --rounds {source['config'].get('rounds')} "
+                 f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
+                 "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
+                 "*gcdsl* is the configuration picked at that commit; the last column is the cooperative 128 x 256 "
+                 "tile's time over ping-pong 128 x 192's (above 1, ping-pong is faster):", "",
+                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *FORCED,
+                           "cooperative 256 / pingpong 192"], table), ""]
+    return "\n".join(text[:-1])
 
 
 def region_w7_orders(results: Results) -> Optional[str]:

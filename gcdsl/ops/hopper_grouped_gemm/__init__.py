@@ -78,7 +78,8 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
     costs half a tile of tensor-core time.
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
-N <= 1536 and for ragged K with short groups, `grouped_mm.pick_schedule`): tiles of
+N <= 1536 or groups of one to four M-tiles, and for ragged K with short groups,
+`grouped_mm.pick_schedule`): tiles of
 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn
 (`consume_pingpong`), each waiting for and releasing only its own tiles' stages,
 storing through its own sub-tile buffers with its own named barrier, so that one
