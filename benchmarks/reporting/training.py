@@ -124,6 +124,19 @@ FORCED = ("cooperative 128", "cooperative 256", "cooperative 128 pairs", "cooper
           "pingpong 192")  # `w7_training.py --every-config`
 
 
+def _side_run_command(name: str, source: Dict[str, Any], flags: str, table: List[List[str]],
+                      cases: bool = False) -> str:
+    """"Command: `...`, on an <GPU> at `<commit>`." for a side run of w7_training.py kept as
+    `name`.json: `flags`, then the shapes, tokens (and with `cases`, the cases) its table shows."""
+    def column(i: int) -> str:
+        return ",".join(dict.fromkeys(row[i] for row in table))
+
+    shown = f"--shapes {column(0)} --tokens {column(1)}" + (f' --cases "{column(2)}"' if cases else "")
+    machine = source.get("machine", {})
+    return (f"Command: `python benchmarks/w7_training.py {flags} {shown} --rounds {source['config'].get('rounds')} "
+            f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`.")
+
+
 def region_w7_configs(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --every-config` at other token counts (W7_configs_*.json):
     gcdsl forced to each schedule, tile width and cluster beside its pick, torch and quack,
@@ -147,12 +160,7 @@ def region_w7_configs(results: Results) -> Optional[str]:
             table.append([s, str(t), case, str(t * shape.top_k // shape.experts), str(got["gcdsl"].get("n", "-")),
                           str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
                           ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"])])
-        machine = source.get("machine", {})
-        text += [f"Command: `python benchmarks/w7_training.py --every-config --no-step --shapes "
-                 f"{','.join(dict.fromkeys(row[0] for row in table))} --tokens "
-                 f"{','.join(dict.fromkeys(row[1] for row in table))} --cases "
-                 f"\"{','.join(dict.fromkeys(row[2] for row in table))}\" --rounds {source['config'].get('rounds')} "
-                 f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
+        text += [_side_run_command(name, source, "--every-config --no-step", table, cases=True) + " "
                  "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
                  "*gcdsl* is the configuration picked at that commit; the last column is the cooperative 128 x 256 "
                  "tile's time over ping-pong 128 x 192's (above 1, ping-pong is faster):", "",
@@ -186,11 +194,7 @@ def region_w7_orders(results: Results) -> Optional[str]:
                           *(f1(us[v]) for v in variants), gcdsl.get("picked_order", "-"),
                           *(ratio(us[ORDERS["m"]] / us[ORDERS[o]]) for o in ("n", *extra)),
                           ratio(us["torch"] / us["gcdsl"])])
-        machine = source.get("machine", {})
-        text += [f"Command: `python benchmarks/w7_training.py --orders --shapes "
-                 f"{','.join(dict.fromkeys(row[0] for row in table))} --tokens "
-                 f"{','.join(dict.fromkeys(row[1] for row in table))} --rounds {source['config'].get('rounds')} "
-                 f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`. "
+        text += [_side_run_command(name, source, "--orders", table) + " "
                  "Device microseconds, median of the round medians; *m / n* is the M-step order's time over "
                  "the N-tile order's (above 1, N-tiles fastest is faster)"
                  + "".join(f"; *m / {ORDER_RATIOS[o]}* the M-step order's over that of {ORDER_SENTENCES[o]}"
