@@ -124,6 +124,12 @@ FORCED = ("cooperative 128", "cooperative 256", "cooperative 128 pairs", "cooper
           "pingpong 192")  # `w7_training.py --every-config`
 
 
+def _side_runs(results: Results, prefix: str) -> List[Tuple[str, Dict[str, Any], Dict[Tuple, Dict[str, Any]]]]:
+    """(name, run, its OK rows by (shape, tokens, case, variant)) for each `prefix`*.json."""
+    return [(name, source, {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)})
+            for name, source in results.items() if name.startswith(prefix)]
+
+
 def _side_run_command(name: str, source: Dict[str, Any], flags: str, table: List[List[str]],
                       cases: bool = False) -> str:
     """"Command: `...`, on an <GPU> at `<commit>`." for a side run of w7_training.py kept as
@@ -143,13 +149,11 @@ def region_w7_configs(results: Results) -> Optional[str]:
     with each point's routed rows an expert; the data for PINGPONG_ANY_N_MAX_ROWS_PER_GROUP."""
     from ..moe_layer import SHAPES
 
-    runs = [name for name in results if name.startswith("W7_configs_")]
+    runs = _side_runs(results, "W7_configs_")
     if not runs:
         return None
     text = []
-    for name in runs:
-        source = results[name]
-        rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
+    for name, source, rows in runs:
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
             got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in FORCED))}
@@ -173,13 +177,11 @@ def region_w7_orders(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --orders` (W7_orders*.json): gcdsl with each tile order
     forced (a group's M-steps fastest, its N-tiles fastest, and the other orders a run
     has), beside gcdsl as it picks and torch: the data for `pick_tile_order`."""
-    runs = [name for name in results if name.startswith("W7_orders")]
+    runs = _side_runs(results, "W7_orders")
     if not runs:
         return None
     text = []
-    for name in runs:
-        source = results[name]
-        rows = {(r["shape"], r["tokens"], r["case"], r["variant"]): r for r in source["results"] if ok(r)}
+    for name, source, rows in runs:
         orders = [o for o, v in ORDERS.items() if o in "mn" or any(r["variant"] == v for r in source["results"])]
         extra = [o for o in orders if o not in "mn"]
         variants = ("torch", "gcdsl", *(ORDERS[o] for o in orders))
