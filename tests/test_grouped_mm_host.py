@@ -261,7 +261,7 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
 
-def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_m_tile():
+def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tiles():
     """Groups of one to four M-tiles on average (at least PINGPONG_TILE_M rows, fewer than
     PINGPONG_ANY_N_MAX_ROWS_PER_GROUP): ping-pong at every N; past that, the N rule again."""
     def problem(rows, n, groups=32, k=7168, activation="none"):
