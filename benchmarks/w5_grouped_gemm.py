@@ -7,8 +7,9 @@ Shapes (rows per group x G, N, K); `a` is (sum M, K), `b` is (G, K, N) K-major:
     S3 2048 x 8     N 4096  K 7168     S6  16 ragged groups (2916 rows), N 4096, K 4096
 
 Variants: gcdsl bf16 and fp16 (`gcdsl.ops.grouped_mm`, offs on the GPU, its own choice
-of tile and cluster; gcdsl bf16 also with each of 128x128/128x256 tiles and single CTAs or
-pairs forced, the data behind that choice); torch._grouped_mm
+of schedule, tile and cluster; gcdsl bf16 also with each of the cooperative schedule's
+128x128/128x256 tiles and single CTAs or pairs forced, and with the ping-pong schedule's
+128x192 tiles, the data behind that choice); torch._grouped_mm
 bf16 and fp16; a loop of torch.mm over the groups (bf16); upstream CuTe DSL's Hopper
 grouped GEMM example, fp16, tensormap update mode SMEM, its best tile of 128x128 and
 128x256 (cluster 1x1), imported at run time from $GCDSL_UPSTREAM_EXAMPLES (the
@@ -68,8 +69,9 @@ LABELS = {
     "torch_fp16": "torch._grouped_mm fp16", "mm_loop_bf16": "torch.mm loop bf16",
     "upstream_fp16": "upstream CuTe DSL fp16",
 }
-# gcdsl bf16 with each tile and cluster size forced: the data behind the heuristics
-EXPLORE = tuple(f"gcdsl_bf16_t{t}_c{c}" for t in (128, 256) for c in (1, 2))
+# gcdsl bf16 with each tile and cluster size of the cooperative schedule forced, and the
+# ping-pong schedule's 128 x 192 tiles: the data behind the heuristics
+EXPLORE = (*(f"gcdsl_bf16_t{t}_c{c}" for t in (128, 256) for c in (1, 2)), "gcdsl_bf16_pingpong_t192_c1")
 UPSTREAM_FILE = os.path.join("cute", "hopper", "kernel", "grouped_gemm", "grouped_gemm.py")
 TOLERANCE = 1e-2
 
@@ -140,9 +142,11 @@ def make_call(variant: str, p: Problem, upstream: Any, upstream_tile) -> Callabl
     if variant in EXPLORE:
         from gcdsl.ops.grouped_mm import grouped_mm_into
 
-        tile_n, cluster_m = (int(x[1:]) for x in variant.split("_")[2:])
+        *_, tile_n, cluster_m = (x[1:] for x in variant.split("_"))
+        schedule = "pingpong" if "_pingpong_" in variant else "cooperative"
         out = torch.empty(p.m, p.n, device="cuda", dtype=a.dtype)
-        return lambda: grouped_mm_into(a, b, p.offs_gpu, out, tile_n=tile_n, cluster_m=cluster_m)
+        return lambda: grouped_mm_into(a, b, p.offs_gpu, out, tile_n=int(tile_n), cluster_m=int(cluster_m),
+                                       schedule=schedule)
     if variant.startswith("gcdsl"):
         import gcdsl.ops
 
@@ -247,16 +251,21 @@ def host_times(call: Callable[[], Any], reps: int) -> Dict[str, Any]:
     return {"host_us": summarize(host), "wall_us": summarize(wall)}
 
 
+def picked_label(p: Problem, dtype) -> str:
+    """What `grouped_mm` runs for `p`, named as the EXPLORE variant of that configuration."""
+    from gcdsl.ops.grouped_mm import configuration
+
+    c = configuration(p.inputs[dtype][0], p.b(dtype), p.offs_gpu)
+    return f"{'pingpong_' if c.schedule == 'pingpong' else ''}t{c.tile_n}_c{c.cluster_m}"
+
+
 def measure(variant: str, p: Problem, args, upstream: Optional[Upstream], copy_gbps: Optional[float]) -> Dict:
     import torch
 
     dtype = _dtype_of(variant)
     row: Dict[str, Any] = {"shape": p.name, "variant": variant}
     if variant in ("gcdsl_bf16", "gcdsl_fp16"):
-        from gcdsl.ops.grouped_mm import pick_cluster_m, pick_tile_n
-
-        tile_n = pick_tile_n(p.n, p.m, p.groups, torch.cuda.get_device_properties(0).multi_processor_count)
-        row["picked"] = f"t{tile_n}_c{pick_cluster_m(p.m, p.groups, p.n, tile_n)}"
+        row["picked"] = picked_label(p, dtype)
     if variant == "upstream_fp16" and upstream is None:
         row.update(status=SKIPPED, detail="GCDSL_UPSTREAM_EXAMPLES is not set")
         return row
@@ -391,7 +400,8 @@ def _print_tables(report: Report, shapes: List[str], copy_gbps: Optional[float])
 
     explored = [v for v in EXPLORE if any((s, v) in rows for s in shapes)]
     if explored:
-        print("\ngcdsl bf16 with the tile (t) and CTAs per cluster (c) forced: microseconds; [picked] by the heuristics")
+        print("\ngcdsl bf16 with the schedule, tile (t) and CTAs per cluster (c) forced: microseconds; [picked] by the "
+              "heuristics")
         print(table(["shape"] + explored + ["picked"],
                     [[s] + [f"{get(s, v, 'us'):.1f}" if get(s, v, "us") else "-" for v in explored]
                      + [rows.get((s, "gcdsl_bf16"), {}).get("picked", "-")] for s in shapes]))
@@ -454,7 +464,7 @@ def parse_args(argv=None):
     p.add_argument("--shapes", default="", help="comma-separated subset of S1..S6")
     p.add_argument("--upstream-tiles", default="", help="e.g. 128x256 (default: best of 128x128 and 128x256)")
     p.add_argument("--no-plots", action="store_true")
-    p.add_argument("--no-explore", action="store_true", help="skip gcdsl bf16 with each tile/cluster forced")
+    p.add_argument("--no-explore", action="store_true", help="skip gcdsl bf16 with each schedule, tile and cluster forced")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing variants")
     return p.parse_args(argv)
 

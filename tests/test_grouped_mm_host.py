@@ -194,6 +194,40 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     assert reads and set(reads) <= metadata, sorted(set(reads) - metadata)
 
 
+def test_configuration_says_what_a_call_runs(monkeypatch):
+    """`configuration`: the schedule, tile, cluster and tile order a call's launch was built
+    with, the heuristics' pick or what `forcing` holds; kernels stubbed, as above."""
+    class StubPlan:
+        tile_m, pairs_fit, max_clusters = 128, True, {1: 132, 2: 66}
+
+        def __init__(self, tile_n):
+            self.tile_n = tile_n
+
+        def kernel(self, cluster_m):
+            return lambda *args: None
+
+    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, tile_n, *rest: StubPlan(tile_n))
+    monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
+    monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(gm, "_LAUNCHES", {})
+    class OnDevice(torch.Tensor):  # a CPU tensor that says it lives on cuda:0
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    a, b, offs = _inputs(g=8, m=8 * 128, n=4096, k=256)  # one M-tile a group at a wide N: ping-pong
+    a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
+    picked = gm.configuration(a, b, offs)
+    assert picked == ("pingpong", 128, 192, 1, "m")
+    assert str(picked) == "pingpong 128 x 192, single CTAs, m-order"
+    with gm.forcing("none", schedule="cooperative", tile_n=256, cluster_m=2):
+        assert str(gm.configuration(a, b, offs)) == "cooperative 128 x 256, pairs, m-order"
+    assert gm.configuration(a, b, offs) == picked
+    empty = torch.zeros(0, 256, dtype=torch.bfloat16).as_subclass(OnDevice)
+    assert gm.configuration(empty, b, torch.zeros(8, dtype=torch.int32)) is None  # nothing to compute
+
+
 def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
     assert [gm.pick_tile_n(n) for n in (64, 128, 256, 384, 512, 640, 4096, 7168, 1536)] == \
         [128, 128, 256, 128, 256, 128, 256, 256, 256]

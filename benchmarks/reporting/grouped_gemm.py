@@ -43,15 +43,18 @@ def copy_gbps(results: Results) -> Optional[float]:
 
 
 def explored(results: Results) -> List[str]:
-    """The forced tile/cluster variants in the order they ran."""
-    names = [r["variant"] for r in results["W5"]["results"] if r["variant"].startswith("gcdsl_bf16_t")]
+    """The forced schedule/tile/cluster variants in the order they ran."""
+    names = [r["variant"] for r in results["W5"]["results"]
+             if r["variant"].startswith(("gcdsl_bf16_t", "gcdsl_bf16_pingpong_t"))]
     return list(dict.fromkeys(names))
 
 
 def config_label(name: str) -> str:
-    """"gcdsl_bf16_t256_c2" or "t256_c2" as "128x256, pairs"."""
+    """"gcdsl_bf16_t256_c2" or "t256_c2" as "128x256, pairs"; the ping-pong schedule's
+    "gcdsl_bf16_pingpong_t192_c1" as "ping-pong 128x192, 1 CTA"."""
     tile, cluster = name.split("_")[-2:]
-    return f"128x{tile[1:]}, {'1 CTA' if cluster == 'c1' else 'pairs'}"
+    schedule = "ping-pong " if "pingpong_" in name else ""
+    return f"{schedule}128x{tile[1:]}, {'1 CTA' if cluster == 'c1' else 'pairs'}"
 
 
 def problem(results: Results, shape: str) -> Dict[str, float]:
@@ -163,8 +166,9 @@ def _forced_table(results: Results, names: List[str]) -> List[str]:
         else:
             cells.append(picked or "-")
         rows.append(cells)
-    return ["gcdsl bf16 with the tile and cluster forced (pairs: 2x1 clusters sharing B by multicast), "
-            "microseconds; the fastest in bold; what `grouped_mm` picks by itself:", "",
+    return ["gcdsl bf16 with the schedule, tile and cluster forced (the cooperative schedule where no other is "
+            "named; pairs: 2x1 clusters sharing B by multicast), microseconds; the fastest in bold; what "
+            "`grouped_mm` picks by itself:", "",
             md_table(["shape"] + [config_label(v) for v in forced] + ["picked"], rows), ""]
 
 

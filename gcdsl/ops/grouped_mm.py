@@ -54,7 +54,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Dict, Iterator, NamedTuple, Optional, Tuple
 
 import torch
 import torch.utils._python_dispatch
@@ -314,6 +314,29 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
             _FORCED[activation] = before
 
 
+class Configuration(NamedTuple):
+    """What a call runs: the consumer schedule, the tile, the CTAs per cluster (2: pairs
+    sharing B by multicast) and the tile order (`hopper_grouped_gemm`)."""
+    schedule: str
+    tile_m: int
+    tile_n: int
+    cluster_m: int
+    tile_order: str
+
+    def __str__(self) -> str:
+        pairs = "pairs" if self.cluster_m == 2 else "single CTAs"
+        return f"{self.schedule} {self.tile_m} x {self.tile_n}, {pairs}, {self.tile_order}-order"
+
+
+def configuration(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
+                  out_dtype: Optional[torch.dtype] = None, activation: str = "none") -> Optional[Configuration]:
+    """The configuration `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
+    runs for these inputs, as its heuristics and any `forcing` pick it; None where the
+    call has nothing to compute. Compiles the kernel where no call has yet."""
+    schedule, tile_n, cluster_m, tile_order = _FORCED.get(activation, (None, None, None, None))
+    return _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order).configuration
+
+
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
                     schedule: Optional[str] = None, activation: str = "none",
@@ -366,6 +389,7 @@ class _Launch:
         require_hopper(a.device, "a", "grouped_mm")
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
+        self.configuration: Optional[Configuration] = None
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
@@ -373,6 +397,7 @@ class _Launch:
         tile_order = tile_order if problem.ragged == "m" and tile_order else pick_tile_order(problem)
         plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order)
         cluster_m = cluster_m or _default_cluster_m(problem, schedule, plan)
+        self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
