@@ -18,7 +18,7 @@ importable); and gcdsl's kernel held to its cooperative consumer schedule (`coop
 `grouped_mm_into(..., schedule="cooperative")`), to show what the default's choice of
 schedule gains. With
 `--every-config`, gcdsl forced to each configuration it has too (`FORCED`): the data
-behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm.py). With `--orders`,
+behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm_rules.py). With `--orders`,
 torch and gcdsl as it picks beside gcdsl with each tile order forced (`ORDERS`: a group's
 M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
 `N_FASTEST_ROWS_PER_GROUP`.
@@ -171,7 +171,7 @@ def ragged_rows_extents(a, b, offs) -> Dict[str, Any]:
     if (a.dim(), b.dim()) != (2, 3):
         return {}
     from gcdsl.ops.grouped_cases import describe
-    from gcdsl.ops.grouped_mm import pick_tile_order
+    from gcdsl.ops.grouped_mm_rules import pick_tile_order
 
     return {"n": b.shape[-1], "k": a.shape[-1], "picked_order": pick_tile_order(describe(a, b, offs, None))}
 

@@ -56,7 +56,8 @@ def rel_err(out, ref):
 
 def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None):
     """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
-    from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
+    from gcdsl.ops.grouped_mm import grouped_mm_into
+    from gcdsl.ops.grouped_mm_rules import pick_tile_n
 
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype or a.dtype)
     # a forced cluster size comes with the tile N alone picks (the shapes are chosen for it),

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 import gcdsl
 from gcdsl import Diag, GcdslError
 gm = importlib.import_module("gcdsl.ops.grouped_mm")
+rules = importlib.import_module("gcdsl.ops.grouped_mm_rules")
 
 torch = pytest.importorskip("torch")
 
@@ -114,7 +115,7 @@ def test_grid_bound_covers_every_offs(rows, n_tile, cluster_m):
     m = sum(rows)
     step = 128 * cluster_m
     tiles = sum(-(-r // step) for r in rows) * -(-n // tile_n)
-    bound = gm.cluster_tile_bound(m, len(rows), n, tile_n, cluster_m)
+    bound = rules.cluster_tile_bound(m, len(rows), n, tile_n, cluster_m)
     assert tiles <= bound
     worst = [m - (len(rows) - 1) * 1 if i == 0 else 1 for i in range(len(rows))] if m >= len(rows) else None
     if worst:  # one big group and G - 1 groups of one row: the bound is reached
@@ -122,29 +123,27 @@ def test_grid_bound_covers_every_offs(rows, n_tile, cluster_m):
 
 
 def test_pairs_only_when_groups_average_many_m_tiles():
-    pick = gm.pick_cluster_m
+    pick = rules.pick_cluster_m
     assert pick(8 * 2048, 8, 4096, 256) == 2  # 16 M-tiles a group: an odd last pair costs little
     assert pick(32 * 1024, 32, 4096, 256) == 2  # 8 M-tiles a group
     assert pick(8 * 256, 8, 4096, 256) == 1  # 2 M-tiles a group: routing makes about half of them odd
     assert pick(64 * 64, 64, 7168, 256) == 1
-    assert pick(gm.PAIR_ROWS_PER_GROUP * 20, 20, 4096, 256) == 2
-    assert pick(gm.PAIR_ROWS_PER_GROUP * 20 - 1, 20, 4096, 256) == 1
+    assert pick(rules.PAIR_ROWS_PER_GROUP * 20, 20, 4096, 256) == 2
+    assert pick(rules.PAIR_ROWS_PER_GROUP * 20 - 1, 20, 4096, 256) == 1
     # the second CTA's half of the last B tile must start inside B
     assert pick(8 * 2048, 8, 264, 128) == 1 and pick(8 * 2048, 8, 328, 128) == 2
     assert pick(8 * 2048, 8, 392, 256) == 2 and pick(8 * 2048, 8, 384, 256) == 1
 
 
 def test_the_swiglu_gate_up_product_takes_pairs_from_a_full_m_tile_an_expert():
-    """The default cluster (`_default_cluster_m`): ragged rows in the cooperative schedule
+    """The default cluster (`default_cluster_m`): ragged rows in the cooperative schedule
     take pairs from PAIR_ROWS_PER_GROUP rows a group, SwiGLU's product from
     SWIGLU_PAIR_ROWS_PER_GROUP; ping-pong never."""
-    plan = types.SimpleNamespace(tile_n=256, tile_m=128)
-
     def cluster(rows, activation, schedule="cooperative"):
         problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=28672, activation=activation)
-        return gm._default_cluster_m(problem, schedule, plan)
+        return rules.default_cluster_m(problem, schedule, tile_m=128, tile_n=256)
 
-    assert gm.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < gm.PAIR_ROWS_PER_GROUP
+    assert rules.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < rules.PAIR_ROWS_PER_GROUP
     assert [cluster(rows, "none") for rows in (127, 128, 1023, 1024)] == [1, 1, 1, 2]
     assert [cluster(rows, "swiglu") for rows in (127, 128, 1023, 1024)] == [1, 2, 2, 2]
     assert cluster(1024, "none", "pingpong") == cluster(1024, "swiglu", "pingpong") == 1
@@ -229,13 +228,13 @@ def test_configuration_says_what_a_call_runs(monkeypatch):
 
 
 def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
-    assert [gm.pick_tile_n(n) for n in (64, 128, 256, 384, 512, 640, 4096, 7168, 1536)] == \
+    assert [rules.pick_tile_n(n) for n in (64, 128, 256, 384, 512, 640, 4096, 7168, 1536)] == \
         [128, 128, 256, 128, 256, 128, 256, 256, 256]
     # at most min(G, M) groups have rows: 8 x 6 tiles of 256 would leave most of 132 SMs idle
-    assert gm.pick_tile_n(1536, m=8, groups=128) == 128
-    assert gm.pick_tile_n(1536, m=512, groups=128) == 256  # 128 groups x 6 tiles
-    assert gm.pick_tile_n(4096, m=8, groups=32) == 256  # 8 x 16 = 128 tiles: about one wave already
-    assert gm.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and gm.pick_tile_n(2048, m=9, groups=128) == 256
+    assert rules.pick_tile_n(1536, m=8, groups=128) == 128
+    assert rules.pick_tile_n(1536, m=512, groups=128) == 256  # 128 groups x 6 tiles
+    assert rules.pick_tile_n(4096, m=8, groups=32) == 256  # 8 x 16 = 128 tiles: about one wave already
+    assert rules.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and rules.pick_tile_n(2048, m=9, groups=128) == 256
 
 
 def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():
@@ -246,15 +245,15 @@ def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():
         return types.SimpleNamespace(ragged=ragged, total=rows * groups, n=n, k=k, groups=groups,
                                      activation=activation)
 
-    per_group = gm.N_FASTEST_ROWS_PER_GROUP
-    assert gm.pick_tile_order(problem(per_group, 4096, 7168)) == "n"  # DeepSeek-V3's gate-up forward
-    assert gm.pick_tile_order(problem(per_group, 2048, 7168)) == "n"  # ... its down input gradient
-    assert gm.pick_tile_order(problem(per_group - 1, 4096, 7168)) == "m"
-    assert gm.pick_tile_order(problem(per_group, 7168, 4096)) == "m"  # N > K
-    assert gm.pick_tile_order(problem(per_group, 4096, 4096)) == "m"
-    assert gm.pick_tile_order(problem(per_group, 4096, 7168, activation="swiglu")) == "m"
-    assert gm.pick_tile_order(problem(per_group, 4096, 0, ragged="k")) == "m"
-    assert gm.pick_tile_order(problem(per_group, 4096, 7168, ragged="batch")) == "m"
+    per_group = rules.N_FASTEST_ROWS_PER_GROUP
+    assert rules.pick_tile_order(problem(per_group, 4096, 7168)) == "n"  # DeepSeek-V3's gate-up forward
+    assert rules.pick_tile_order(problem(per_group, 2048, 7168)) == "n"  # ... its down input gradient
+    assert rules.pick_tile_order(problem(per_group - 1, 4096, 7168)) == "m"
+    assert rules.pick_tile_order(problem(per_group, 7168, 4096)) == "m"  # N > K
+    assert rules.pick_tile_order(problem(per_group, 4096, 4096)) == "m"
+    assert rules.pick_tile_order(problem(per_group, 4096, 7168, activation="swiglu")) == "m"
+    assert rules.pick_tile_order(problem(per_group, 4096, 0, ragged="k")) == "m"
+    assert rules.pick_tile_order(problem(per_group, 4096, 7168, ragged="batch")) == "m"
 
 
 def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without_ragged_rows():
@@ -282,17 +281,17 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
         return types.SimpleNamespace(ragged="m" if offs else "batch", total=m, n=n, groups=groups, k=k)
 
     qwen3_w13, qwen3_w2_dx = problem(32768, 1536), problem(32768, 768)
-    assert gm.pick_schedule(qwen3_w13) == gm.pick_schedule(qwen3_w2_dx) == "pingpong"
-    assert gm.pick_schedule(problem(65536, 2048)) == "cooperative"  # past PINGPONG_MAX_N (512 rows a group)
-    assert gm.pick_schedule(problem(65536, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
-    assert gm.pick_schedule(problem(65536, 2048, k=1025)) == "cooperative"
-    assert gm.pick_schedule(problem(65536, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
-    assert gm.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
-    assert gm.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
-    assert gm.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
-    assert gm.pick_schedule(qwen3_w13, tile_n=256) == gm.pick_schedule(qwen3_w13, cluster_m=2) == "cooperative"
-    assert gm.pick_schedule(problem(512, 2048), tile_n=192) == "pingpong"  # only ping-pong has 192
-    assert gm.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
+    assert rules.pick_schedule(qwen3_w13) == rules.pick_schedule(qwen3_w2_dx) == "pingpong"
+    assert rules.pick_schedule(problem(65536, 2048)) == "cooperative"  # past PINGPONG_MAX_N (512 rows a group)
+    assert rules.pick_schedule(problem(65536, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
+    assert rules.pick_schedule(problem(65536, 2048, k=1025)) == "cooperative"
+    assert rules.pick_schedule(problem(65536, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
+    assert rules.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
+    assert rules.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
+    assert rules.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
+    assert rules.pick_schedule(qwen3_w13, tile_n=256) == rules.pick_schedule(qwen3_w13, cluster_m=2) == "cooperative"
+    assert rules.pick_schedule(problem(512, 2048), tile_n=192) == "pingpong"  # only ping-pong has 192
+    assert rules.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
 
 def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tiles():
@@ -301,20 +300,20 @@ def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tile
     def problem(rows, n, groups=32, k=7168, activation="none"):
         return types.SimpleNamespace(ragged="m", total=rows * groups, n=n, groups=groups, k=k, activation=activation)
 
-    assert gm.PINGPONG_ANY_N_MAX_ROWS_PER_GROUP == 512
+    assert rules.PINGPONG_ANY_N_MAX_ROWS_PER_GROUP == 512
     deepseek_w13_512, mixtral_w13_512 = problem(128, 4096), problem(128, 28672, groups=8, k=4096)
-    assert gm.pick_schedule(deepseek_w13_512) == gm.pick_schedule(mixtral_w13_512) == "pingpong"
-    assert gm.pick_schedule(problem(256, 7168, k=2048)) == "pingpong"  # DeepSeek-V3's down GEMM at 1,024 tokens
-    assert gm.pick_schedule(problem(511, 7168, k=2048)) == "pingpong"
-    assert gm.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
-    assert gm.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
-    assert gm.pick_schedule(deepseek_w13_512, tile_n=256) == gm.pick_schedule(deepseek_w13_512, cluster_m=2) \
+    assert rules.pick_schedule(deepseek_w13_512) == rules.pick_schedule(mixtral_w13_512) == "pingpong"
+    assert rules.pick_schedule(problem(256, 7168, k=2048)) == "pingpong"  # DeepSeek-V3's down GEMM at 1,024 tokens
+    assert rules.pick_schedule(problem(511, 7168, k=2048)) == "pingpong"
+    assert rules.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
+    assert rules.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
+    assert rules.pick_schedule(deepseek_w13_512, tile_n=256) == rules.pick_schedule(deepseek_w13_512, cluster_m=2) \
         == "cooperative"
-    assert gm.pick_tiles(deepseek_w13_512, None, None, None, 132) == ("pingpong", 192)
+    assert rules.pick_tiles(deepseek_w13_512, None, None, None, 132) == ("pingpong", 192)
     # SwiGLU's gate-up product keeps its own tiles (in pairs from one M-tile an expert)
-    assert gm.pick_tiles(problem(128, 4096, activation="swiglu"), None, None, None, 132) == ("cooperative", 256)
+    assert rules.pick_tiles(problem(128, 4096, activation="swiglu"), None, None, None, 132) == ("cooperative", 256)
     batch = types.SimpleNamespace(ragged="batch", total=128 * 32, n=4096, groups=32, k=7168)
-    assert gm.pick_schedule(batch) == "cooperative"
+    assert rules.pick_schedule(batch) == "cooperative"
 
 
 def test_pick_schedule_and_pairs_for_the_grouped_reduction_in_their_measured_range():
@@ -326,21 +325,21 @@ def test_pick_schedule_and_pairs_for_the_grouped_reduction_in_their_measured_ran
         return types.SimpleNamespace(ragged="k", total=t, m=m, n=n, groups=groups, k=0)
 
     qwen3_4096, deepseek_16384 = reduction(4096 * 8, 128), reduction(16384 * 8, 32, m=4096, n=7168)
-    assert gm.pick_schedule(qwen3_4096) == "pingpong"  # 256 a group, in pairs
-    assert gm.pick_reduction_cluster_m(qwen3_4096, 128, 192) == 2
-    assert gm.pick_schedule(qwen3_4096, cluster_m=1) == "cooperative"  # 256 a group, single CTAs
-    assert gm.pick_schedule(reduction(4096 * 8, 128, m=1408)) == "cooperative"  # 11 M-tiles: no pairs
-    assert gm.pick_schedule(reduction(4096 * 8, 128, n=2000)) == "cooperative"  # 2000 mod 192 = 80: no pairs
-    assert gm.pick_schedule(reduction(4096 * 8, 32, m=4096, n=7168)) == "pingpong"  # 1,024 a group
-    assert gm.pick_reduction_cluster_m(reduction(4096 * 8, 32, m=4096, n=7168), 128, 192) == 1  # 7168 mod 192 = 64
-    assert gm.pick_schedule(deepseek_16384) == "cooperative"  # 4,096 a group
-    assert gm.pick_reduction_cluster_m(deepseek_16384, 128, 256) == 2
+    assert rules.pick_schedule(qwen3_4096) == "pingpong"  # 256 a group, in pairs
+    assert rules.pick_reduction_cluster_m(qwen3_4096, 128, 192) == 2
+    assert rules.pick_schedule(qwen3_4096, cluster_m=1) == "cooperative"  # 256 a group, single CTAs
+    assert rules.pick_schedule(reduction(4096 * 8, 128, m=1408)) == "cooperative"  # 11 M-tiles: no pairs
+    assert rules.pick_schedule(reduction(4096 * 8, 128, n=2000)) == "cooperative"  # 2000 mod 192 = 80: no pairs
+    assert rules.pick_schedule(reduction(4096 * 8, 32, m=4096, n=7168)) == "pingpong"  # 1,024 a group
+    assert rules.pick_reduction_cluster_m(reduction(4096 * 8, 32, m=4096, n=7168), 128, 192) == 1  # 7168 mod 192 = 64
+    assert rules.pick_schedule(deepseek_16384) == "cooperative"  # 4,096 a group
+    assert rules.pick_reduction_cluster_m(deepseek_16384, 128, 256) == 2
     for t, schedule in ((512 * 32, "pingpong"), (512 * 32 - 1, "cooperative"), (2048 * 32 - 1, "pingpong"),
                         (2048 * 32, "cooperative")):  # without pairs (11 M-tiles)
-        assert gm.pick_schedule(reduction(t, 32, m=1408)) == schedule, t
-    assert gm.pick_schedule(reduction(2048 * 32 - 1, 32), cluster_m=2) == "pingpong"
-    assert gm.pick_schedule(reduction(2048 * 32, 32)) == "cooperative"
-    assert gm.pick_schedule(reduction(4096 * 8, 32), tile_n=256) == "cooperative"
+        assert rules.pick_schedule(reduction(t, 32, m=1408)) == schedule, t
+    assert rules.pick_schedule(reduction(2048 * 32 - 1, 32), cluster_m=2) == "pingpong"
+    assert rules.pick_schedule(reduction(2048 * 32, 32)) == "cooperative"
+    assert rules.pick_schedule(reduction(4096 * 8, 32), tile_n=256) == "cooperative"
 
 
 @pytest.mark.parametrize("tile_n", [128, 256])

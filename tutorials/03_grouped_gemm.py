@@ -80,7 +80,7 @@ def compile_only(args, shape: MoEShape) -> bool:
     import cutlass.cute as cute
 
     from gcdsl.ops import hopper_grouped_gemm as hgg
-    from gcdsl.ops.grouped_mm import pick_tile_n
+    from gcdsl.ops.grouped_mm_rules import pick_tile_n
 
     n, k = 2 * shape.intermediate, shape.hidden  # the gate-up GEMM
     gemm = hgg.HopperGroupedGemm(hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, shape.experts, n, k,

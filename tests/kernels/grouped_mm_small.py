@@ -19,7 +19,8 @@ import sys
 
 import torch
 
-from gcdsl.ops.grouped_mm import grouped_mm_into, pick_tile_n
+from gcdsl.ops.grouped_mm import grouped_mm_into
+from gcdsl.ops.grouped_mm_rules import pick_tile_n
 
 
 def main() -> int:
@@ -32,7 +33,7 @@ def ragged_rows(rows) -> bool:
     torch.manual_seed(0)
     ends = torch.tensor(rows).cumsum(0).to(torch.int32)
     ok = True
-    for n, k in ((392, 200), (328, 136)):  # 128x256 and 128x128 tiles (gcdsl.ops.grouped_mm.pick_tile_n)
+    for n, k in ((392, 200), (328, 136)):  # 128x256 and 128x128 tiles (gcdsl.ops.grouped_mm_rules.pick_tile_n)
         a = torch.randn(int(ends[-1]) + 3, k, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(len(rows), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
         ref = torch.cat([a[s:e].float() @ b[g].float()

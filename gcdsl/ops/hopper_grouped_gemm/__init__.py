@@ -60,7 +60,7 @@ that they share its A rows. Cluster c takes cluster tiles c, c + clusters,
 c + 2 clusters, ... and finds their group by walking the table forward. A group's last,
 partial M-tile costs less than a full one (below), so over a long GEMM the clusters
 drift apart, and the order decides which of the two sharings survives the drift
-(`grouped_mm.pick_tile_order`).
+(`grouped_mm_rules.pick_tile_order`).
 
 Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGemm`:
 `schedule.py`, `producer.py`, `consumers.py`, `epilogue.py`; the sizes in `config.py`;
@@ -79,7 +79,7 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
 N <= 1536 or groups of one to four M-tiles, and for ragged K with short groups,
-`grouped_mm.pick_schedule`): tiles of
+`grouped_mm_rules.pick_schedule`): tiles of
 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn
 (`consume_pingpong`), each waiting for and releasing only its own tiles' stages,
 storing through its own sub-tile buffers with its own named barrier, so that one

@@ -79,7 +79,7 @@ RAGGED_MODES = ("m", "k", "batch")
 # "m_blocks", M-step fastest within blocks of M_BLOCK_STEPS M-steps, the blocks one after
 # another (the grouped rasterization of CUTLASS's and Triton's schedulers), so that in a
 # group whose A rows or B tiles outgrow L2 the CTAs at work together hold a block of its
-# A rows and a band of its B tiles rather than all of either (`grouped_mm.pick_tile_order`
+# A rows and a band of its B tiles rather than all of either (`grouped_mm_rules.pick_tile_order`
 # picks).
 TILE_ORDERS = ("m", "n", "m_partial_last", "m_blocks")
 M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
