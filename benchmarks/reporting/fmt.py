@@ -102,3 +102,17 @@ def overlap(a: Dict[str, float], b: Dict[str, float]) -> bool:
 
 def gpu_name(machine: Optional[Dict[str, Any]]) -> str:
     return ((machine or {}).get("gpu") or "GPU").replace("NVIDIA ", "")
+
+
+def kept_run(results: Results, name: str, workload: str, script: str) -> Optional[Tuple[Results, str, str]]:
+    """A workload's region drawn from `name`.json: the workload's own JSON (with every other
+    file), or a run of it kept beside it (`--json name`), read alone under `workload`'s name.
+    (Those results; the run's command; for a kept run ", run at `<commit>` on an <GPU>",
+    else ""), or None without the file."""
+    if name not in results:
+        return None
+    if name == workload:
+        return results, f"python benchmarks/{script}", ""
+    machine = results[name]["machine"]
+    return ({workload: results[name]}, f"python benchmarks/{script} --json {name}",
+            f", run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}")

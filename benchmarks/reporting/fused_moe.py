@@ -4,7 +4,7 @@ from __future__ import annotations
 import statistics
 from typing import Any, Dict, List, Optional, Tuple
 
-from .fmt import Results, f1, listing, md_table, ok, pct, ratio, span
+from .fmt import Results, f1, kept_run, listing, md_table, ok, pct, ratio, span
 
 VARIANTS = ("torch", "gcdsl", "fused_moe", "pair", "quack")  # the region shows those measured
 PEERS = ("torch", "quack")
@@ -68,14 +68,13 @@ def targets(results: Results) -> List[Dict[str, Any]]:
 def region_w8(results: Results, name: str = "W8") -> Optional[str]:
     """W8's tables and targets from `name`.json: W8.json, or a run of it kept beside it
     (`--json name`, read alone)."""
-    if name not in results:
+    kept = kept_run(results, name, "W8", "w8_fused_moe.py")
+    if kept is None:
         return None
-    if name != "W8":
-        results = {"W8": results[name]}  # (the helpers read results["W8"])
+    results, command, _ = kept
     config, machine = results["W8"]["config"], results["W8"]["machine"]
     rows = _rows(results)
     variants = [v for v in VARIANTS if any(r["variant"] == v for r in results["W8"]["results"])]
-    command = "python benchmarks/w8_fused_moe.py" + ("" if name == "W8" else f" --json {name}")
     lines = [f"Command: `{command}`, run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}. "
              "The expert layer after the router, given `x`, `w1`, `w2`, "
              "`topk_weights` and `topk_ids` made on the GPU by a random router, new routing every call. *torch*: "

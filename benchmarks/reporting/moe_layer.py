@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .fmt import Results, f0, f1, listing, md_table, ok, pct, ratio, span, verdict
+from .fmt import Results, f0, f1, kept_run, listing, md_table, ok, pct, ratio, span, verdict
 
 VARIANTS = ("torch", "gcdsl", "quack")
 PEERS = ("torch", "quack")
@@ -102,13 +102,10 @@ def _host_table(results: Results) -> List[str]:
 def region_w6(results: Results, name: str = "W6") -> Optional[str]:
     """W6's tables and targets from `name`.json: W6.json, or a run of it kept beside it
     (`--json name`, read alone)."""
-    if name not in results:
+    kept = kept_run(results, name, "W6", "w6_moe_layer.py")
+    if kept is None:
         return None
-    if name != "W6":
-        results = {"W6": results[name]}  # (the helpers read results["W6"])
-    machine = results["W6"]["machine"]
-    command = "python benchmarks/w6_moe_layer.py" + ("" if name == "W6" else f" --json {name}")
-    where = "" if name == "W6" else f", run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}"
+    results, command, where = kept
     lines = [f"Command: `{command}`{where}. The layer (`benchmarks/moe_layer.py`: router, top-k, "
              "`offs` on the GPU, permutation, gate-up GEMM, SwiGLU, down GEMM, weighted combine) is the same code "
              "for every variant; only the grouped GEMM differs. quack-kernels runs its default configuration "

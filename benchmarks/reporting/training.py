@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from .fmt import Results, f0, f1, listing, md_table, ok, ratio, span
+from .fmt import Results, f0, f1, kept_run, listing, md_table, ok, ratio, span
 
 VARIANTS = ("torch", "gcdsl", "quack", "cooperative")  # cooperative: gcdsl held to its cooperative schedule
 PEERS = ("torch", "quack")
@@ -55,13 +55,11 @@ def outside_gemms(results: Results, shape: str, tokens: int, variant: str) -> Op
 def region_w7(results: Results, name: str = "W7") -> Optional[str]:
     """W7's tables and targets from `name`.json: W7.json, or a run of it kept beside it
     (`--json name`, read alone)."""
-    if name not in results:
+    kept = kept_run(results, name, "W7", "w7_training.py")
+    if kept is None:
         return None
-    if name != "W7":
-        results = {"W7": results[name]}  # (the helpers read results["W7"])
-    config, machine = results["W7"]["config"], results["W7"]["machine"]
-    command = "python benchmarks/w7_training.py" + ("" if name == "W7" else f" --json {name}")
-    where = "" if name == "W7" else f", run at `{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}"
+    results, command, where = kept
+    config = results["W7"]["config"]
     lines = [f"Command: `{command}`{where}. The six grouped GEMMs of the W6 layer's training step "
              "(forward, input gradient and weight gradient of the gate-up weights `w13` and the down weights `w2`), "
              "on the layer's own routing, then the step itself (forward and backward by autograd). quack-kernels "
