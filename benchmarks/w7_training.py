@@ -176,12 +176,20 @@ def ragged_rows_extents(a, b, offs) -> Dict[str, Any]:
     return {"n": b.shape[-1], "k": a.shape[-1], "picked_order": pick_tile_order(describe(a, b, offs, None))}
 
 
+def picked_configuration(a, b, offs) -> Dict[str, Any]:
+    """What the *gcdsl* variant runs for a case (`grouped_mm.configuration`)."""
+    from gcdsl.ops.grouped_mm import configuration
+
+    return {"picked": str(configuration(a, b, offs))}
+
+
 def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
     calls: Dict[tuple, Callable[[], Any]] = {}
     extents: Dict[str, Dict[str, Any]] = {}
     for case in args.cases.split(",") if args.cases else CASES:
         a, b = c.operands[case]
-        extents[case] = ragged_rows_extents(a, b, c.offs)
+        extents[case] = {**ragged_rows_extents(a, b, c.offs),
+                         **(picked_configuration(a, b, c.offs) if "gcdsl" in variants else {})}
         ref = reference(a, b, c.offs)
         for v in variants:
             if v.endswith(" pairs") and "pingpong" in v and "weight grad" not in case:

@@ -359,7 +359,7 @@ def test_w7_configs_region_gives_rows_an_expert_and_the_ping_pong_ratio():
     times = {"torch": 950.0, "quack": 700.0, "gcdsl": 900.0, "gcdsl cooperative 256": 900.0,
              "gcdsl pingpong 192": 720.0, "gcdsl cooperative 256 pairs": 710.0}
     rows = [{"shape": "deepseek-v3-ep8", "tokens": 512, "case": "w13 forward", "variant": v, "us": us, "status": "OK",
-             "n": 4096, "k": 7168} for v, us in times.items()]
+             "n": 4096, "k": 7168, "picked": "pingpong 128 x 192, single CTAs, m-order"} for v, us in times.items()]
     rows.append({"shape": "deepseek-v3-ep8", "tokens": 512, "case": "w13 weight grad", "variant": "torch",
                  "status": "OK", "us": 1.0})  # no forced configurations there: left out
     source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
@@ -368,7 +368,7 @@ def test_w7_configs_region_gives_rows_an_expert_and_the_ping_pong_ratio():
                            "deepseek-v3-ep8 --tokens 512 --cases \"w13 forward\" --rounds 3 --json W7_configs_512`")
     table = [line for line in text.splitlines() if line.startswith("| deepseek")]
     assert table == ["| deepseek-v3-ep8 | 512 | w13 forward | 128 | 4096 | 7168 | 950.0 | 700.0 | 900.0 | - | 900.0 | "
-                     "- | 710.0 | - | 720.0 | 1.25x |"]
+                     "- | 710.0 | - | 720.0 | pingpong 128 x 192, single CTAs, m-order | 1.25x |"]
     assert training.region_w7_configs({"W7_configs": source}) is None  # the headline --every-config run
 
 

@@ -161,13 +161,14 @@ def region_w7_configs(results: Results) -> Optional[str]:
             us = {v: (r["us"] if r else None) for v, r in got.items()}
             table.append([s, str(t), case, str(t * shape.top_k // shape.experts), str(got["gcdsl"].get("n", "-")),
                           str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
-                          ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"])])
+                          got["gcdsl"].get("picked", "-"), ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"])])
         text += [_side_run_command(name, source, "--every-config --no-step", table, cases=True) + " "
                  "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
-                 "*gcdsl* is the configuration picked at that commit; the last column is the cooperative 128 x 256 "
-                 "tile's time over ping-pong 128 x 192's (above 1, ping-pong is faster):", "",
+                 "*gcdsl* is the configuration picked at that commit (*picked*, where the run recorded it); the "
+                 "last column is the cooperative 128 x 256 tile's time over ping-pong 128 x 192's (above 1, "
+                 "ping-pong is faster):", "",
                  md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *FORCED,
-                           "cooperative 256 / pingpong 192"], table), ""]
+                           "picked", "cooperative 256 / pingpong 192"], table), ""]
     return "\n".join(text[:-1])
 
 
