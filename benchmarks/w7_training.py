@@ -17,8 +17,8 @@ configuration (`tuned=False`; autotuned with `--quack-tuned`; skipped where `qua
 importable); and gcdsl's kernel held to its cooperative consumer schedule (`cooperative`:
 `grouped_mm_into(..., schedule="cooperative")`), to show what the default's choice of
 schedule gains. With
-`--every-config`, gcdsl forced to each configuration it has too (`FORCED`): the data
-behind its heuristics (`PINGPONG_MAX_N` in gcdsl/ops/grouped_mm_rules.py). With `--orders`,
+`--every-config`, gcdsl forced to each configuration it has too (`FORCED`; `--forced` times
+a subset): the data behind its heuristics (gcdsl/ops/grouped_mm_rules.py). With `--orders`,
 torch and gcdsl as it picks beside gcdsl with each tile order forced (`ORDERS`: a group's
 M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
 `N_FASTEST_ROWS_PER_GROUP`.
@@ -73,10 +73,10 @@ TOLERANCE = 1e-2
 STEP_TOLERANCE = 2e-2
 POOL = 4  # distinct token batches for the training step: new routing every step
 # `--every-config`: gcdsl forced to each schedule, tile width and cluster size it has
-# ("gcdsl <schedule> <tile_n>[ pairs]"; ping-pong pairs for the weight gradients only)
+# ("gcdsl <schedule> <tile_n>[ pairs]"; a configuration whose pairs N does not fit reports the error)
 FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs in (
     ("cooperative", 128, ""), ("cooperative", 256, ""), ("cooperative", 128, " pairs"), ("cooperative", 256, " pairs"),
-    ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 192, " pairs")))
+    ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 128, " pairs"), ("pingpong", 192, " pairs")))
 # gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
 ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order", "gcdsl m_blocks-order")
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
@@ -192,8 +192,6 @@ def time_cases(report: Report, c: Cases, variants: List[str], args) -> None:
                          **(picked_configuration(a, b, c.offs) if "gcdsl" in variants else {})}
         ref = reference(a, b, c.offs)
         for v in variants:
-            if v.endswith(" pairs") and "pingpong" in v and "weight grad" not in case:
-                continue  # ping-pong pairs are built for ragged K
             try:
                 err = ((grouped(v, a, b, c.offs).float() - ref).abs().max() / ref.abs().max()).item()
                 if not err <= TOLERANCE:
@@ -357,7 +355,12 @@ def run(args, machine: Dict[str, Any]) -> Report:
     variants = [v for v in VARIANTS if v != "quack" or quack_available()]
     if args.no_cooperative:
         variants.remove("cooperative")
-    if args.every_config:
+    if args.forced:
+        unknown = [v for v in args.forced.split(",") if f"gcdsl {v}" not in FORCED]
+        if unknown:
+            raise SystemExit(f"--forced: {', '.join(unknown)} not in: {', '.join(f[len('gcdsl '):] for f in FORCED)}")
+        variants += [f"gcdsl {v}" for v in args.forced.split(",")]
+    elif args.every_config:
         variants += FORCED
     if args.orders:
         variants = ["torch", "gcdsl", *ORDERS]
@@ -406,6 +409,8 @@ def parse_args(argv=None):
                    help="torch and gcdsl beside gcdsl with each tile order forced (ORDERS), ragged-row cases, no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
+    p.add_argument("--forced", default="",
+                   help='comma-separated subset of FORCED to time, as --every-config (e.g. "pingpong 192 pairs")')
     add_quack_flag(p)
     add_json_flag(p, "W7")
     p.add_argument("--verbose", action="store_true")

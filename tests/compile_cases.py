@@ -170,6 +170,10 @@ GROUPED_GEMM_LAYOUTS = {
     # gate-up forward, and DeepSeek-V3's gate-up input gradient (B N-major)
     "grouped_gemm_bf16_t192_g8_pingpong_wide": dict(schedule="pingpong"),
     "grouped_gemm_bf16_t192_g32_bn_pingpong": dict(b_major="n", schedule="pingpong"),
+    # ping-pong in pairs with ragged rows: Qwen3-30B-A3B's gate-up forward, and an input
+    # gradient (B N-major) of Mixtral-8x7B's down weights
+    "grouped_gemm_bf16_t192_g128_pingpong_pairs": dict(schedule="pingpong"),
+    "grouped_gemm_bf16_t192_g8_bn_pingpong_pairs": dict(b_major="n", schedule="pingpong"),
 }
 
 GROUPED_GEMM_CASES = {
@@ -211,6 +215,10 @@ GROUPED_GEMM_CASES = {
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_g8_pingpong_wide": (("BFloat16", "BFloat16", 8, 192), dict(n=28672, k=4096)),
         "grouped_gemm_bf16_t192_g32_bn_pingpong": (("BFloat16", "BFloat16", 32, 192), dict(n=7168, k=4096)),
+        "grouped_gemm_bf16_t192_g128_pingpong_pairs": (("BFloat16", "BFloat16", 128, 192),
+                                                       dict(n=1536, k=2048, cluster_m=2)),
+        "grouped_gemm_bf16_t192_g8_bn_pingpong_pairs": (("BFloat16", "BFloat16", 8, 192),
+                                                        dict(n=14336, k=4096, cluster_m=2)),
     }.items()},
     "grouped_gemm_bf16_t64_g128": _grouped_gemm("BFloat16", "BFloat16", 128, 64, n=2048, k=768),
 }

@@ -162,8 +162,8 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     # a staggered tile's k-tiles wrap round at K (a past-K k-tile reads TMA's zeros, and one is never read)
     "experts_stagger_without_wrap": ("        if kk >= k_tiles:\n            kk -= k_tiles\n", ""),
     # the grouped reduction in pairs: a CTA's own M-tile, its own half of B, M-steps of two M-tiles
-    "ragged_k_pair_rank_ignored_in_pingpong": ("m_tile = m_step * self.cluster_m + rank  # (pairs",
-                                               "m_tile = m_step * self.cluster_m + 0  # (pairs"),
+    "pair_rank_ignored_in_pingpong": ("m_tile = m_step * self.cluster_m + rank  # past",
+                                      "m_tile = m_step * self.cluster_m + 0  # past"),
     "ragged_k_pair_both_ctas_load_the_first_half_of_b": (
         "_, tBgB_tile = cpasync.tma_partition(  # in a pair, this CTA's half of the B tile\n"
         "            tma_b, rank,",
@@ -328,7 +328,7 @@ FOCUS: Dict[str, str] = {
     "ragged_k_one_column_too_few_zeroed": "columns_before_a_group or t_contiguous_reduction",
     "ragged_k_group_ends_not_checked": "grouped_reduction_schedule or t_contiguous_reduction",
     "ragged_k_empty_group_keeps_accumulators": "own_accumulators or grouped_reduction",
-    "ragged_k_pair_rank_ignored_in_pingpong": "own_m_tile or grouped_reduction_in_pairs",
+    "pair_rank_ignored_in_pingpong": "own_m_tile or grouped_reduction_in_pairs or pingpong_pairs",
     "ragged_k_pair_both_ctas_load_the_first_half_of_b": "pairs_ctas_load or grouped_reduction_in_pairs",
     "ragged_k_pair_m_steps_not_halved": "grouped_reduction_in_pairs",
     "pair_both_ctas_load_the_first_half_of_b": "pairs_ctas_load or pairs",

@@ -393,6 +393,21 @@ def test_cases_pingpong_schedule(case, la, lb, tile_n):
     check(run(a, b, ends, tile_n=tile_n, schedule="pingpong"), a, b, ends)
 
 
+@pytest.mark.parametrize("tile_n", [128, 192])
+@pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col")])
+def test_cases_pingpong_pairs_with_ragged_rows(case, la, lb, tile_n):
+    """Ping-pong in pairs (two CTAs on consecutive M-tiles of a group, each loading half of
+    the B tile for both, each CTA's warpgroups taking its tiles in turn) where rows are
+    ragged: the edge rows of ROWS (groups that end on an odd M-tile leave the second CTA of
+    their last pair without rows, its warpgroup only releasing stages), and groups of many
+    M-steps, so that every warpgroup of both CTAs takes turns; N ends inside a tile, past
+    half of it (360 = 128 x 2 + 104 = 192 + 168; 1112 = 128 x 8 + 88 = 192 x 5 + 152; with b
+    grouped by columns, the kernel's N is M)."""
+    for shape in (dict(m=360, n=360), dict(rows=[3000, 0, 2500, 64, 4000, 0, 129], m=1112, n=1112, k=520)):
+        a, b, ends = problem(case, la, lb, **shape)
+        check(run(a, b, ends, tile_n=tile_n, schedule="pingpong", cluster_m=2), a, b, ends)
+
+
 @pytest.mark.parametrize("schedule", ["cooperative", "pingpong"])
 @pytest.mark.parametrize("case, la, lb", [("2d3d", "row", "col"), ("2d3d", "row", "row"), ("3d2d", "col", "col"),
                                           ("2d2d", "col", "row"), ("3d3d", "row", "col")])
@@ -536,7 +551,7 @@ def test_cases_torch_compile_of_a_training_step():
 @pytest.mark.parametrize("schedule, tile_n, cluster_m, tile_order", [
     ("cooperative", 256, 1, "m"), ("cooperative", 128, 1, "m"), ("cooperative", 64, 1, "m"), ("pingpong", 128, 1, "m"),
     ("pingpong", 64, 1, "m"), ("cooperative", 256, 2, "m"), ("cooperative", 128, 2, "m"),
-    ("cooperative", 256, 2, "n"), ("pingpong", 128, 1, "n")])
+    ("cooperative", 256, 2, "n"), ("pingpong", 128, 1, "n"), ("pingpong", 128, 2, "m")])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32])
 def test_swiglu_epilogue_against_float32(schedule, tile_n, cluster_m, tile_order, out_dtype):
     """grouped_mm_swiglu: silu(gate) * up of each group's rows, gate and up the two halves

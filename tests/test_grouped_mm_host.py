@@ -289,7 +289,10 @@ def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     assert rules.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
     assert rules.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
     assert rules.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
-    assert rules.pick_schedule(qwen3_w13, tile_n=256) == rules.pick_schedule(qwen3_w13, cluster_m=2) == "cooperative"
+    assert rules.pick_schedule(qwen3_w13, tile_n=256) == "cooperative"
+    assert rules.pick_schedule(qwen3_w13, cluster_m=2) == "pingpong"  # 1536 = 8 x 192: ping-pong's tile fits pairs
+    assert rules.pick_schedule(problem(32768, 1120), cluster_m=2) == "pingpong"  # 1120 mod 192 = 160 ...
+    assert rules.pick_schedule(problem(32768, 1056), cluster_m=2) == "cooperative"  # ... but 1056 mod 192 = 96
     assert rules.pick_schedule(problem(512, 2048), tile_n=192) == "pingpong"  # only ping-pong has 192
     assert rules.pick_schedule(problem(256, 1536, groups=8, offs=False)) == "cooperative"  # a batch
 
@@ -308,7 +311,7 @@ def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tile
     assert rules.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
     assert rules.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
     assert rules.pick_schedule(deepseek_w13_512, tile_n=256) == rules.pick_schedule(deepseek_w13_512, cluster_m=2) \
-        == "cooperative"
+        == "cooperative"  # 4096 mod 192 = 64: ping-pong's tile does not fit pairs
     assert rules.pick_tiles(deepseek_w13_512, None, None, None, 132) == ("pingpong", 192)
     # SwiGLU's gate-up product keeps its own tiles (in pairs from one M-tile an expert)
     assert rules.pick_tiles(problem(128, 4096, activation="swiglu"), None, None, None, 132) == ("cooperative", 256)
@@ -359,7 +362,8 @@ def test_shared_memory_fits_with_room_for_the_pipeline(tile_n, c_name):
 
 @pytest.mark.parametrize("tile_n", [128, 192])
 def test_pingpong_shared_memory_and_configuration(tile_n):
-    """128-row tiles, a set of sub-tile buffers per warpgroup, stages to fill the rest; no pairs."""
+    """128-row tiles, a set of sub-tile buffers per warpgroup, stages to fill the rest; pairs
+    where N suits them."""
     import cutlass
 
     from gcdsl.ops import hopper_grouped_gemm as hgg
@@ -369,8 +373,10 @@ def test_pingpong_shared_memory_and_configuration(tile_n):
     assert gemm.tile_mnk == (128, tile_n, 64) and gemm.stage_consumer_warps == 4
     assert gemm.epi_buffers == 2 * gemm.epi_stages == 4 and gemm.stage_bytes == (128 + tile_n) * 64 * 2
     assert gemm.stages >= 4 and gemm.smem_bytes <= 232448 < gemm.smem_bytes + gemm.stage_bytes
-    with pytest.raises(ValueError, match="pairs with ragged M are built for the cooperative schedule only"):
-        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4608, 7168, 192, 2, schedule="pingpong")
+    # pairs with ragged rows, where each CTA's half of the last B tile starts inside B
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4608, 7168, 192, 2, schedule="pingpong")
+    with pytest.raises(ValueError, match="pairs need N mod 192 to be 0 or above 96; N = 4096"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 4096, 7168, 192, 2, schedule="pingpong")
     # the grouped reduction has pairs in both schedules, over an even number of M-tiles
     for schedule, tile_n in (("cooperative", 256), ("pingpong", 192)):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 2048, 0, tile_n, 2, ragged="k", a_major="m",
@@ -424,12 +430,12 @@ def test_a_cluster_size_the_plan_lacks_is_an_error_at_the_callers_line():
     assert gm._Plan.kernel(plan(), 1) == "the kernel"
     with pytest.raises(GcdslError) as ragged_n:
         gm._Plan.kernel(plan(), 2)  # 264 mod 64 = 8
-    with pytest.raises(GcdslError) as pingpong:
-        gm._Plan.kernel(plan(n=256, activation="swiglu", schedule="pingpong"), 2)
-    for info in (ragged_n, pingpong):
+    with pytest.raises(GcdslError) as batch:
+        gm._Plan.kernel(plan(n=256, ragged="batch", a_major="m", b_major="n", schedule="pingpong"), 2)
+    for info in (ragged_n, batch):
         assert info.value.param == "cluster_m" and info.value.location.filename == __file__
     assert "cluster_m = 2: pairs need N mod 64 to be 0 or above 32; N = 264" in ragged_n.value.message
-    assert "cluster_m = 2: pairs with ragged M are built for the cooperative schedule only" in pingpong.value.message
+    assert "cluster_m = 2: pairs are built for ragged M and ragged K only" in batch.value.message
 
 
 # ---- input checks: the error names the caller's line -------------------------------------

@@ -118,8 +118,11 @@ def region_w7_h100(results: Results) -> Optional[str]:
     return region_w7(results, "W7_h100")
 
 
-FORCED = ("cooperative 128", "cooperative 256", "cooperative 128 pairs", "cooperative 256 pairs", "pingpong 128",
-          "pingpong 192")  # `w7_training.py --every-config`
+def _forced(source: Dict[str, Any]) -> List[str]:
+    """The configurations a run of `w7_training.py --every-config` forced gcdsl to ("<schedule>
+    <tile_n>[ pairs]"), in its order: its variants "gcdsl <configuration>" but the tile orders."""
+    return list(dict.fromkeys(r["variant"][len("gcdsl "):] for r in source["results"]
+                              if r["variant"].startswith("gcdsl ") and not r["variant"].endswith("-order")))
 
 
 def _side_runs(results: Results, prefix: str) -> List[Tuple[str, Dict[str, Any], Dict[Tuple, Dict[str, Any]]]]:
@@ -152,9 +155,9 @@ def region_w7_configs(results: Results) -> Optional[str]:
         return None
     text = []
     for name, source, rows in runs:
-        table = []
+        table, forced = [], _forced(source)
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
-            got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in FORCED))}
+            got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in forced))}
             if not all(got[v] for v in ("torch", "gcdsl", "gcdsl cooperative 256", "gcdsl pingpong 192")):
                 continue
             shape = SHAPES[s]
@@ -167,7 +170,7 @@ def region_w7_configs(results: Results) -> Optional[str]:
                  "*gcdsl* is the configuration picked at that commit (*picked*, where the run recorded it); the "
                  "last column is the cooperative 128 x 256 tile's time over ping-pong 128 x 192's (above 1, "
                  "ping-pong is faster):", "",
-                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *FORCED,
+                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *forced,
                            "picked", "cooperative 256 / pingpong 192"], table), ""]
     return "\n".join(text[:-1])
 

@@ -100,13 +100,14 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where K <= PINGPONG_SHORT_K) or fewer
     than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows, and for ragged K
     with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
-    least PINGPONG_REDUCTION_MIN_K; unless `tile_n` or `cluster_m` asks for what only
-    "cooperative" has."""
-    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS
+    least PINGPONG_REDUCTION_MIN_K; unless `tile_n` asks for what only "cooperative" has,
+    or `cluster_m` for pairs that ping-pong's tile does not fit (`pairs_fit`)."""
+    from .hopper_grouped_gemm import PINGPONG_TILE_M, PINGPONG_TILE_NS, TILE_NS, pairs_fit
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
-    fits = tile_n in (None, *PINGPONG_TILE_NS) and (cluster_m in (None, 1) or problem.ragged == "k")
+    fits = tile_n in (None, *PINGPONG_TILE_NS) and (
+        cluster_m in (None, 1) or problem.ragged == "k" or pairs_fit(problem.n, tile_n or pingpong_tile_n(problem.n)))
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
     if fits and problem.ragged == "m" and problem.total >= PINGPONG_TILE_M * problem.groups \
             and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups):

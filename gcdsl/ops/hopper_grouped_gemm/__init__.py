@@ -83,7 +83,8 @@ N <= 1536 or groups of one to four M-tiles, and for ragged K with short groups,
 128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn
 (`consume_pingpong`), each waiting for and releasing only its own tiles' stages,
 storing through its own sub-tile buffers with its own named barrier, so that one
-warpgroup's epilogue runs while the other's WGMMAs do. Pairs with ragged K only.
+warpgroup's epilogue runs while the other's WGMMAs do. Pairs too: both CTAs of a pair
+walk the same tiles, so the same warpgroup of each takes a tile and releases its stages.
 
 SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
 tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue

@@ -122,7 +122,7 @@ class GemmConfig:
     tile_n: int
     # CTAs per cluster along M: a pair works on two consecutive M-tiles of one group
     # and the same B tile, each loading half of it and multicasting it to both.
-    # Ragged M with the cooperative schedule; ragged K (M fixed, an even number of M-tiles).
+    # Ragged M; ragged K (M fixed, an even number of M-tiles). Both schedules.
     cluster_m: int = 1
     ragged: str = "m"
     a_major: str = "k"
@@ -170,8 +170,6 @@ class GemmConfig:
             problems.append(f"pairs need N mod {self.tile_n} to be 0 or above {self.tile_n // 2}; N = {self.n}")
         elif self.cluster_m == 2 and self.ragged == "batch":
             problems.append("pairs are built for ragged M and ragged K only")
-        elif self.cluster_m == 2 and self.ragged == "m" and self.schedule != "cooperative":
-            problems.append("pairs with ragged M are built for the cooperative schedule only")
         elif self.cluster_m == 2 and self.ragged == "k" and not reduction_pairs_fit(self.m, self.n, self.tile_m,
                                                                                    self.tile_n):
             # (a pair's second CTA past M would load a box wholly outside A)

@@ -122,7 +122,8 @@ class Consumers:
         group = cutlass.Int32(0)
         while tile < total_tiles:
             group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, tile, group, total)
-            m_tile = m_step * self.cluster_m + rank  # (pairs with ragged K only: both CTAs have rows)
+            m_tile = m_step * self.cluster_m + rank  # past the group's rows for the second CTA
+            # of a pair on an odd last M-tile: its warpgroup only keeps the pipeline moving
             rows_here = rows - m_tile * tile_m
             k_tiles = self.k_tiles
             if cutlass.const_expr(self.ragged == "k"):
