@@ -123,19 +123,23 @@ def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
     check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
 
 
-@pytest.mark.parametrize("rows_per_group", [128, 256])
-def test_default_pick_where_routed_groups_average_one_to_four_m_tiles(rows_per_group):
-    """Routed rows (many groups spill a few rows past an M-tile) at a wide N, the last N-tile
+@pytest.mark.parametrize("rows_per_group, n, cluster_m", [
+    (128, 4096, 1), (256, 4096, 1),  # 4096 = 21 x 192 + 64
+    (600, 1112, 2)])  # 1112 = 5 x 192 + 152: pairs fit
+def test_default_pick_where_routed_groups_average_one_m_tile_or_more(rows_per_group, n, cluster_m):
+    """Routed rows (many groups spill a few rows past an M-tile) at an N whose last N-tile is
     partial: the configuration `grouped_mm` picks by itself there (ping-pong at any N,
-    `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP`) against float32."""
+    `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP`; in pairs from `PINGPONG_PAIR_ROWS_PER_GROUP`)
+    against float32."""
     from gcdsl.ops.grouped_mm import configuration
 
     groups = 16
     g = torch.Generator().manual_seed(rows_per_group)
     picks = torch.multinomial(torch.ones(groups), rows_per_group * groups, replacement=True, generator=g)
     rows = picks.bincount(minlength=groups).tolist()
-    a, b, ends = make_problem(rows, 4096, 512)  # 4096 = 21 x 192 + 64
-    assert configuration(a, b, ends.cuda()).schedule == "pingpong"
+    a, b, ends = make_problem(rows, n, 512)
+    picked = configuration(a, b, ends.cuda())
+    assert (picked.schedule, picked.cluster_m) == ("pingpong", cluster_m)
     check(run_poisoned(a, b, ends), a, b, ends)
 
 

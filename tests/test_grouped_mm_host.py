@@ -135,18 +135,22 @@ def test_pairs_only_when_groups_average_many_m_tiles():
     assert pick(8 * 2048, 8, 392, 256) == 2 and pick(8 * 2048, 8, 384, 256) == 1
 
 
-def test_the_swiglu_gate_up_product_takes_pairs_from_a_full_m_tile_an_expert():
+def test_the_default_cluster_of_ragged_rows_by_schedule_and_activation():
     """The default cluster (`default_cluster_m`): ragged rows in the cooperative schedule
     take pairs from PAIR_ROWS_PER_GROUP rows a group, SwiGLU's product from
-    SWIGLU_PAIR_ROWS_PER_GROUP; ping-pong never."""
-    def cluster(rows, activation, schedule="cooperative"):
-        problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=28672, activation=activation)
-        return rules.default_cluster_m(problem, schedule, tile_m=128, tile_n=256)
+    SWIGLU_PAIR_ROWS_PER_GROUP; in ping-pong from PINGPONG_PAIR_ROWS_PER_GROUP where its
+    192-wide tile suits pairs, SwiGLU's product never."""
+    def cluster(rows, activation, schedule="cooperative", n=28672, tile_n=256):
+        problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=n, activation=activation)
+        return rules.default_cluster_m(problem, schedule, tile_m=128, tile_n=tile_n)
 
-    assert rules.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < rules.PAIR_ROWS_PER_GROUP
-    assert [cluster(rows, "none") for rows in (127, 128, 1023, 1024)] == [1, 1, 1, 2]
-    assert [cluster(rows, "swiglu") for rows in (127, 128, 1023, 1024)] == [1, 2, 2, 2]
-    assert cluster(1024, "none", "pingpong") == cluster(1024, "swiglu", "pingpong") == 1
+    assert rules.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < rules.PAIR_ROWS_PER_GROUP == 512
+    assert [cluster(rows, "none") for rows in (127, 128, 511, 512)] == [1, 1, 1, 2]
+    assert [cluster(rows, "swiglu") for rows in (127, 128, 511, 512)] == [1, 2, 2, 2]
+    assert rules.PINGPONG_PAIR_ROWS_PER_GROUP == 512
+    assert [cluster(rows, "none", "pingpong", 14336, 192) for rows in (511, 512, 4096)] == [1, 2, 2]
+    assert cluster(1024, "none", "pingpong", 28672, 192) == 1  # 28672 mod 192 = 64
+    assert cluster(1024, "swiglu", "pingpong", 14336, 128) == 1
 
 
 def test_device_offsets_are_never_read_on_the_host(monkeypatch):
@@ -275,17 +279,18 @@ def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without
 
 def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     """Ping-pong where it measured faster (ragged M, N <= PINGPONG_MAX_N, a full tile of rows
-    a group on average); cooperative for wide N, decode, the other cases, and whenever the
-    caller asks for a tile or pairs only the cooperative schedule has."""
+    a group on average); cooperative for wide N (in single CTAs: pairs have a rule of their
+    own), decode, the other cases, and whenever the caller asks for a tile or pairs only the
+    cooperative schedule has."""
     def problem(m, n, groups=128, offs=True, k=2048):  # the fields of `Problem` the choice reads
         return types.SimpleNamespace(ragged="m" if offs else "batch", total=m, n=n, groups=groups, k=k)
 
     qwen3_w13, qwen3_w2_dx = problem(32768, 1536), problem(32768, 768)
     assert rules.pick_schedule(qwen3_w13) == rules.pick_schedule(qwen3_w2_dx) == "pingpong"
-    assert rules.pick_schedule(problem(65536, 2048)) == "cooperative"  # past PINGPONG_MAX_N (512 rows a group)
-    assert rules.pick_schedule(problem(65536, 2048, k=768)) == "pingpong"  # Qwen3's down GEMM: a short K
-    assert rules.pick_schedule(problem(65536, 2048, k=1025)) == "cooperative"
-    assert rules.pick_schedule(problem(65536, 2049, k=768)) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
+    assert rules.pick_schedule(problem(65536, 2048), cluster_m=1) == "cooperative"  # past PINGPONG_MAX_N
+    assert rules.pick_schedule(problem(65536, 2048, k=768), cluster_m=1) == "pingpong"  # Qwen3's down GEMM: a short K
+    assert rules.pick_schedule(problem(65536, 2048, k=1025), cluster_m=1) == "cooperative"
+    assert rules.pick_schedule(problem(65536, 2049, k=768), cluster_m=1) == "cooperative"  # past PINGPONG_SHORT_K_MAX_N
     assert rules.pick_schedule(problem(512, 1536)) == "cooperative"  # decode: 4 rows a group
     assert rules.pick_schedule(problem(128 * 128, 1536)) == "pingpong"
     assert rules.pick_schedule(problem(128 * 128 - 1, 1536)) == "cooperative"
@@ -309,6 +314,13 @@ def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tile
     assert rules.pick_schedule(problem(256, 7168, k=2048)) == "pingpong"  # DeepSeek-V3's down GEMM at 1,024 tokens
     assert rules.pick_schedule(problem(511, 7168, k=2048)) == "pingpong"
     assert rules.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
+    # from PINGPONG_PAIR_ROWS_PER_GROUP rows, ping-pong in pairs where N suits its pairs (N mod 192
+    # is 0 or more than 96), at any N: DeepSeek-V3's down input gradient (N 2048, K 7168)
+    assert rules.pick_schedule(problem(512, 2048)) == rules.pick_schedule(problem(4096, 2048)) == "pingpong"
+    assert rules.pick_schedule(problem(512, 2048), cluster_m=1) == "cooperative"
+    assert rules.pick_schedule(problem(511, 2048), cluster_m=1) == "pingpong"
+    assert rules.pick_schedule(problem(1024, 14336, groups=8, k=4096)) == "pingpong"  # 14336 mod 192 = 128
+    assert rules.pick_schedule(problem(1024, 28672, groups=8, k=4096)) == "cooperative"  # ... 28672 mod 192 = 64
     assert rules.pick_schedule(problem(127, 4096)) == "cooperative"  # below a full M-tile: decode's tiles
     assert rules.pick_schedule(deepseek_w13_512, tile_n=256) == rules.pick_schedule(deepseek_w13_512, cluster_m=2) \
         == "cooperative"  # 4096 mod 192 = 64: ping-pong's tile does not fit pairs

@@ -355,8 +355,9 @@ def test_runs_kept_beside_w6_and_w7_render_alone_with_their_command_commit_and_g
 def test_w7_configs_region_gives_rows_an_expert_and_the_ping_pong_ratio():
     """`w7_training.py --every-config` runs kept as W7_configs_*.json: one table a run, the
     routed rows an expert from the layer's shape (tokens x top-k / experts), each forced
-    configuration the run forced (its columns, in the run's order), and the cooperative 256
-    tile's time over ping-pong 192's."""
+    configuration the run forced (its columns, by schedule, tile and cluster), the cooperative 256
+    tile's time over ping-pong 192's, and the fastest forced configuration with the pick's
+    time over its."""
     times = {"torch": 950.0, "quack": 700.0, "gcdsl": 900.0, "gcdsl cooperative 256": 900.0,
              "gcdsl pingpong 192": 720.0, "gcdsl cooperative 256 pairs": 710.0}
     rows = [{"shape": "deepseek-v3-ep8", "tokens": 512, "case": "w13 forward", "variant": v, "us": us, "status": "OK",
@@ -365,12 +366,13 @@ def test_w7_configs_region_gives_rows_an_expert_and_the_ping_pong_ratio():
                  "status": "OK", "us": 1.0})  # no forced configurations there: left out
     source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
     text = training.region_w7_configs({"W7_configs_512": source, "W7": {"results": []}})
-    assert text.startswith("Command: `python benchmarks/w7_training.py --every-config --no-step --shapes "
+    assert text.startswith("Command: `python benchmarks/w7_training.py --forced \"cooperative 256,cooperative 256 "
+                           "pairs,pingpong 192\" --no-step --shapes "
                            "deepseek-v3-ep8 --tokens 512 --cases \"w13 forward\" --rounds 3 --json W7_configs_512`")
     table = [line for line in text.splitlines() if line.startswith("| deepseek")]
     assert table == ["| deepseek-v3-ep8 | 512 | w13 forward | 128 | 4096 | 7168 | 950.0 | 700.0 | 900.0 | 900.0 | "
-                     "720.0 | 710.0 | pingpong 128 x 192, single CTAs, m-order | 1.25x |"]
-    assert "| cooperative 256 | pingpong 192 | cooperative 256 pairs | picked |" in text
+                     "710.0 | 720.0 | pingpong 128 x 192, single CTAs, m-order | 1.25x | cooperative 256 pairs (1.27x) |"]
+    assert "| cooperative 256 | cooperative 256 pairs | pingpong 192 | picked |" in text
     assert training.region_w7_configs({"W7_configs": source}) is None  # the headline --every-config run
 
 

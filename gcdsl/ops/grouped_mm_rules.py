@@ -4,19 +4,21 @@ says what a call runs, and `grouped_mm_into(..., schedule=, tile_n=, cluster_m=,
 tile_order=)` overrides any of them.
 
 Schedule (`pick_schedule`): ping-pong for ragged M once groups average a full 128-row
-tile, where N is narrow (`PINGPONG_MAX_N`; `PINGPONG_SHORT_K_MAX_N` where K is short) or
+tile, where N is narrow (`PINGPONG_MAX_N`; `PINGPONG_SHORT_K_MAX_N` where K is short),
 groups average fewer than `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP` rows (one to four M-tiles),
-and for the grouped reduction's shorter groups; cooperative elsewhere. Tile: ping-pong
+or it runs in pairs (below), and for the grouped reduction's shorter groups; cooperative
+elsewhere. Tile: ping-pong
 128x192 (128x128 where N <= 128); cooperative 128x256, unless N <= 128, the last
 256-wide tile would be at most half full (N mod 256 in 1..128), or the groups that can
 have rows (at most min(G, T)) make no more 256-wide tiles than half the SMs (decode:
-128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (ragged rows,
-cooperative): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows (a group
-whose M-tile count is odd leaves one CTA of its last pair idle: with about half the
-groups odd, that is one paired M-tile in 17 at most), or for SwiGLU's gate-up product
-`SWIGLU_PAIR_ROWS_PER_GROUP`, and N mod tile is 0 or more than half a tile (each CTA's
-half of the last B tile starts inside B), else single CTAs; the grouped reduction in
-pairs wherever they fit. Tile order (ragged rows): a group's N-tiles fastest where K > N
+128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster (ragged rows):
+pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows in the cooperative
+schedule, `PINGPONG_PAIR_ROWS_PER_GROUP` in ping-pong (a group whose M-tile count is odd
+leaves one CTA of its last pair idle: with about half the groups odd, that is one paired
+M-tile in 9 at most), or for SwiGLU's gate-up product `SWIGLU_PAIR_ROWS_PER_GROUP`
+(cooperative only), and N mod tile is 0 or more than half a tile (each CTA's half of the
+last B tile starts inside B), else single CTAs; the grouped reduction in pairs wherever
+they fit. Tile order (ragged rows): a group's N-tiles fastest where K > N
 and groups average at least `N_FASTEST_ROWS_PER_GROUP` rows, else its M-steps fastest
 (`pick_tile_order`). SwiGLU's gate-up product has tiles of its own (`pick_tiles`): the
 cooperative 128x256 where N is a multiple of 256, else ping-pong 128x128.
@@ -27,10 +29,13 @@ from typing import Optional, Tuple
 
 from .grouped_cases import Problem
 
-# Pairs of CTAs when a group averages at least this many rows, 8 M-tiles of 128: with
-# about half the groups' last pair idle at one CTA, one paired M-tile in 17 idles, which
-# pairs make up for by halving B's traffic from L2 (W5's forced configurations show both).
-PAIR_ROWS_PER_GROUP = 1024
+# Pairs of CTAs when a group averages at least this many rows, 4 M-tiles of 128: with
+# about half the groups' last pair idle at one CTA, one paired M-tile in 9 idles, which
+# pairs make up for by halving B's traffic from L2. At 512 routed rows an expert (2,048
+# tokens, DeepSeek-V3 and Mixtral-8x7B; `w7_training.py --forced`, RESULTS.md "Ping-pong
+# in pairs"), the cooperative 128 x 256 tile in pairs ran 1.02x to 1.43x its single CTAs'
+# speed on 5 of the 8 forward and input-gradient GEMMs, and 0.92x to 0.95x on the other 3.
+PAIR_ROWS_PER_GROUP = 512
 # ... and SwiGLU's gate-up product (an MoE layer's, its groups the experts) once they
 # average a full M-tile: in fused_moe's two-GEMM form on the three W8 shapes, pairs were
 # 1.05x to 1.23x faster at 128 to 1,024 rows an expert, level once (Mixtral-8x7B at 512
@@ -70,6 +75,15 @@ PINGPONG_SHORT_K_MAX_N = 2048
 # 0.90x to 1.05x on the forward GEMMs. W5's S4 and S6 (groups of exactly 128 rows, and a
 # fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x; S2 (exactly 256) is unmeasured.
 PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
+# ... and in pairs (B multicast, as the cooperative pairs) once groups average at least
+# this many rows, at any N that suits ping-pong's pairs (`pairs_fit`: N mod 192 is 0 or
+# more than 96). Measured on an H100 (the same run as PAIR_ROWS_PER_GROUP's): at 1,024
+# rows an expert (Qwen3-30B-A3B at 16,384 tokens, N 768 to 2048) ping-pong 128 x 192 in
+# pairs was the fastest configuration on all four forward and input-gradient GEMMs, 1.06x
+# to 1.24x single ping-pong; DeepSeek-V3's down input gradient (N 2048, K 7168) 1.04x to
+# 1.08x the cooperative pairs at 512 and 1,024 rows; Mixtral-8x7B's (N 14336) level with
+# the cooperative tiles. At 256 rows single ping-pong was as fast or faster.
+PINGPONG_PAIR_ROWS_PER_GROUP = 512
 # The grouped reduction (ragged K, the weight gradient): ping-pong where its groups
 # average less than PINGPONG_REDUCTION_MAX_K columns and it runs in pairs (`_Launch`
 # takes pairs wherever they fit), or at least PINGPONG_REDUCTION_MIN_K without them.
@@ -109,13 +123,15 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     fits = tile_n in (None, *PINGPONG_TILE_NS) and (
         cluster_m in (None, 1) or problem.ragged == "k" or pairs_fit(problem.n, tile_n or pingpong_tile_n(problem.n)))
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
+    in_pairs = cluster_m != 1 and pick_cluster_m(problem.total, problem.groups, problem.n,
+                                                  tile_n or pingpong_tile_n(problem.n), PINGPONG_PAIR_ROWS_PER_GROUP) == 2
     if fits and problem.ragged == "m" and problem.total >= PINGPONG_TILE_M * problem.groups \
-            and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups):
+            and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups or in_pairs):
         return "pingpong"
     if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
-        in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M,
-                                                               tile_n or pingpong_tile_n(problem.n)) == 2
-        if in_pairs or problem.total >= PINGPONG_REDUCTION_MIN_K * problem.groups:
+        reduction_in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M,
+                                                                         tile_n or pingpong_tile_n(problem.n)) == 2
+        if reduction_in_pairs or problem.total >= PINGPONG_REDUCTION_MIN_K * problem.groups:
             return "pingpong"
     return "cooperative"
 
@@ -127,12 +143,16 @@ def pingpong_tile_n(n: int) -> int:
 
 def default_cluster_m(problem: Problem, schedule: str, tile_m: int, tile_n: int) -> int:
     """Pairs where the measured GEMMs gained from them: ragged rows in the cooperative
-    schedule (`pick_cluster_m`), and the grouped reduction wherever they fit."""
+    schedule and in ping-pong (`pick_cluster_m`, from PAIR_ROWS_PER_GROUP and
+    PINGPONG_PAIR_ROWS_PER_GROUP rows a group; SwiGLU's product in ping-pong never), and
+    the grouped reduction wherever they fit."""
     if problem.ragged == "k":
         return pick_reduction_cluster_m(problem, tile_m, tile_n)
     if problem.ragged == "m" and schedule == "cooperative":
         rows = SWIGLU_PAIR_ROWS_PER_GROUP if problem.activation == "swiglu" else PAIR_ROWS_PER_GROUP
         return pick_cluster_m(problem.total, problem.groups, problem.n, tile_n, rows)
+    if problem.ragged == "m" and problem.activation == "none":
+        return pick_cluster_m(problem.total, problem.groups, problem.n, tile_n, PINGPONG_PAIR_ROWS_PER_GROUP)
     return 1
 
 
