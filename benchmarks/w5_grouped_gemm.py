@@ -50,7 +50,8 @@ if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks.harness import (  # noqa: E402  (imports no DSL)
-    ERROR, FAILED, OK, RESULTS, SKIPPED, Report, fmt_range, print_header, summarize, table, time_device_ms,
+    ERROR, FAILED, OK, RESULTS, SKIPPED, Report, add_json_flag, fmt_range, print_header, summarize, table,
+    time_device_ms,
 )
 
 RAGGED_S6 = [100, 37, 256, 512, 64, 300, 8, 129, 77, 400, 250, 33, 190, 64, 480, 16]
@@ -358,7 +359,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
         torch.cuda.empty_cache()
 
     _print_tables(report, shapes, copy_gbps)
-    png = None if args.no_plots else _plot(report, shapes, machine)
+    png = None if args.no_plots or args.json else _plot(report, shapes, machine)  # (a side run's plot would
+    # replace the headline run's)
     if png:
         report.notes.append(f"plot: {os.path.relpath(png, os.path.dirname(RESULTS))}")
     return report
@@ -466,6 +468,7 @@ def parse_args(argv=None):
     p.add_argument("--no-plots", action="store_true")
     p.add_argument("--no-explore", action="store_true", help="skip gcdsl bf16 with each schedule, tile and cluster forced")
     p.add_argument("--verbose", action="store_true", help="print tracebacks of failing variants")
+    add_json_flag(p, "W5")
     return p.parse_args(argv)
 
 
