@@ -147,12 +147,53 @@ def _side_run_command(name: str, source: Dict[str, Any], flags: str, table: List
 
 
 def region_w7_configs(results: Results) -> Optional[str]:
-    """The runs of `w7_training.py --every-config` at other token counts (W7_configs_*.json):
-    gcdsl forced to each schedule, tile width and cluster beside its pick, torch and quack,
-    with each point's routed rows an expert; the data for PINGPONG_ANY_N_MAX_ROWS_PER_GROUP."""
+    """The runs of `w7_training.py --every-config` at other token counts (W7_configs_*.json
+    but the pairs runs): gcdsl forced to each schedule, tile width and cluster beside its
+    pick, torch and quack, with each point's routed rows an expert; the data for
+    PINGPONG_ANY_N_MAX_ROWS_PER_GROUP."""
+    return _configs_region([run for run in _side_runs(results, "W7_configs_")
+                            if not run[0].startswith("W7_configs_pairs_")])
+
+
+# (pairs, single CTAs) compared by `region_w7_pairs`, each a pair of forced configurations
+PAIR_COMPARISONS = (("pingpong 192 pairs", "pingpong 192"), ("cooperative 256 pairs", "cooperative 256"),
+                    ("pingpong 192 pairs", "cooperative 256 pairs"))
+
+
+def region_w7_pairs(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --forced` with both schedules in pairs
+    (W7_configs_pairs_*.json), then each comparison of PAIR_COMPARISONS by the routed rows
+    an expert averages: the data for PAIR_ROWS_PER_GROUP and PINGPONG_PAIR_ROWS_PER_GROUP."""
     from ..moe_layer import SHAPES
 
-    runs = _side_runs(results, "W7_configs_")
+    runs = _side_runs(results, "W7_configs_pairs_")
+    text = _configs_region(runs)
+    if text is None:
+        return None
+    by_rows: Dict[Tuple[int, int], List[float]] = {}
+    for _, source, rows in runs:
+        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
+            shape = SHAPES[s]
+            for i, (first, second) in enumerate(PAIR_COMPARISONS):
+                a, b = rows.get((s, t, case, f"gcdsl {first}")), rows.get((s, t, case, f"gcdsl {second}"))
+                if a and b:
+                    by_rows.setdefault((t * shape.top_k // shape.experts, i), []).append(b["us"] / a["us"])
+    table = []
+    for rows_per_expert in sorted({r for r, _ in by_rows}):
+        cells = []
+        for i in range(len(PAIR_COMPARISONS)):
+            got = by_rows.get((rows_per_expert, i))
+            cells.append(f"{span(got, ratio)} ({sum(x > 1 for x in got)} of {len(got)} above 1)" if got else "-")
+        table.append([str(rows_per_expert), *cells])
+    return "\n".join([text, "", "The second's time over the first's at the forward and input-gradient GEMMs of "
+                      "these runs, by the routed rows an expert averages (above 1, the first is faster):", "",
+                      md_table(["rows", *(f"{b} / {a}" for a, b in PAIR_COMPARISONS)], table)])
+
+
+def _configs_region(runs) -> Optional[str]:
+    """One table a run of forced configurations (`region_w7_configs`, `region_w7_pairs`)."""
+    from ..moe_layer import SHAPES
+
     if not runs:
         return None
     text = []

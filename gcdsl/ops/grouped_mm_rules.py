@@ -32,9 +32,9 @@ from .grouped_cases import Problem
 # Pairs of CTAs when a group averages at least this many rows, 4 M-tiles of 128: with
 # about half the groups' last pair idle at one CTA, one paired M-tile in 9 idles, which
 # pairs make up for by halving B's traffic from L2. At 512 routed rows an expert (2,048
-# tokens, DeepSeek-V3 and Mixtral-8x7B; `w7_training.py --forced`, RESULTS.md "Ping-pong
-# in pairs"), the cooperative 128 x 256 tile in pairs ran 1.02x to 1.43x its single CTAs'
-# speed on 5 of the 8 forward and input-gradient GEMMs, and 0.92x to 0.95x on the other 3.
+# tokens, DeepSeek-V3 and Mixtral-8x7B; `w7_training.py --forced`, RESULTS.md "Pairs from
+# 512 rows a group"), the cooperative 128 x 256 tile in pairs ran 1.02x to 1.43x its single
+# CTAs' speed on 6 of the 8 forward and input-gradient GEMMs, 0.93x and 0.95x on the other 2.
 PAIR_ROWS_PER_GROUP = 512
 # ... and SwiGLU's gate-up product (an MoE layer's, its groups the experts) once they
 # average a full M-tile: in fused_moe's two-GEMM form on the three W8 shapes, pairs were
@@ -79,10 +79,11 @@ PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
 # this many rows, at any N that suits ping-pong's pairs (`pairs_fit`: N mod 192 is 0 or
 # more than 96). Measured on an H100 (the same run as PAIR_ROWS_PER_GROUP's): at 1,024
 # rows an expert (Qwen3-30B-A3B at 16,384 tokens, N 768 to 2048) ping-pong 128 x 192 in
-# pairs was the fastest configuration on all four forward and input-gradient GEMMs, 1.06x
-# to 1.24x single ping-pong; DeepSeek-V3's down input gradient (N 2048, K 7168) 1.04x to
-# 1.08x the cooperative pairs at 512 and 1,024 rows; Mixtral-8x7B's (N 14336) level with
-# the cooperative tiles. At 256 rows single ping-pong was as fast or faster.
+# pairs was the fastest configuration on all four forward and input-gradient GEMMs, 1.07x
+# to 1.24x single ping-pong; DeepSeek-V3's down input gradient (N 2048, K 7168) 1.08x and
+# 1.03x the cooperative pairs at 512 and 1,024 rows, level at 4,096; Mixtral-8x7B's (N
+# 14336) level with the cooperative tiles. At 256 rows neither led (0.84x to 1.05x single
+# ping-pong's speed).
 PINGPONG_PAIR_ROWS_PER_GROUP = 512
 # The grouped reduction (ragged K, the weight gradient): ping-pong where its groups
 # average less than PINGPONG_REDUCTION_MAX_K columns and it runs in pairs (`_Launch`
