@@ -71,8 +71,10 @@ LABELS = {
     "upstream_fp16": "upstream CuTe DSL fp16",
 }
 # gcdsl bf16 with each tile and cluster size of the cooperative schedule forced, and the
-# ping-pong schedule's 128 x 192 tiles: the data behind the heuristics
-EXPLORE = (*(f"gcdsl_bf16_t{t}_c{c}" for t in (128, 256) for c in (1, 2)), "gcdsl_bf16_pingpong_t192_c1")
+# ping-pong schedule's 128 x 192 tiles alone and in pairs (where N suits its pairs): the
+# data behind the heuristics
+EXPLORE = (*(f"gcdsl_bf16_t{t}_c{c}" for t in (128, 256) for c in (1, 2)), "gcdsl_bf16_pingpong_t192_c1",
+           "gcdsl_bf16_pingpong_t192_c2")
 UPSTREAM_FILE = os.path.join("cute", "hopper", "kernel", "grouped_gemm", "grouped_gemm.py")
 TOLERANCE = 1e-2
 
@@ -252,6 +254,15 @@ def host_times(call: Callable[[], Any], reps: int) -> Dict[str, Any]:
     return {"host_us": summarize(host), "wall_us": summarize(wall)}
 
 
+def _fits(variant: str, n: int) -> bool:
+    """Whether an EXPLORE configuration is built for N: pairs need each CTA's half of the
+    last B tile to start inside B (`pairs_fit`)."""
+    from gcdsl.ops.hopper_grouped_gemm import pairs_fit
+
+    *_, tile_n, cluster_m = (x[1:] for x in variant.split("_"))
+    return cluster_m == "1" or pairs_fit(n, int(tile_n))
+
+
 def picked_label(p: Problem, dtype) -> str:
     """What `grouped_mm` runs for `p`, named as the EXPLORE variant of that configuration."""
     from gcdsl.ops.grouped_mm import configuration
@@ -350,7 +361,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
         p = Problem(name, rows, n, k)
         print(f"\n{name}: {len(rows)} groups, {p.m} rows, N {n}, K {k} ({p.flops / 1e9:.0f} GFLOP, "
               f"B {p.b_bytes / 1e9:.2f} GB)", flush=True)
-        explore = () if getattr(args, "no_explore", False) else EXPLORE
+        explore = () if getattr(args, "no_explore", False) else tuple(v for v in EXPLORE if _fits(v, n))
         for variant in VARIANTS + explore:
             row = measure(variant, p, args, upstream, copy_gbps)
             report.rows.append(row)
