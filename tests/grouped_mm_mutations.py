@@ -1,5 +1,5 @@
-"""Seeded bugs in the grouped GEMM kernel and the expert layer's other kernels (routing,
-combine), and the tests that must catch each.
+"""Seeded bugs in the grouped GEMM kernel, the expert layer's other kernels (routing,
+combine) and the rules that pick the GEMM's configuration, and the tests that must catch each.
 
     python -m tests.grouped_mm_mutations             # every mutation (racecheck needs a Hopper GPU)
     python -m tests.grouped_mm_mutations rows_plus_one
@@ -7,8 +7,8 @@ combine), and the tests that must catch each.
     python -m tests.grouped_mm_mutations --list       # their names
 
 Each mutation is one textual edit of a kernel (`gcdsl/ops/hopper_grouped_gemm/`,
-`route_kernel.py`, `combine_kernel.py`, `decode_kernel.py` or `decode_ring.py`, in
-whichever file holds the text, once) in a copy of the tree (the kernel's source is read
+`route_kernel.py`, `combine_kernel.py`, `decode_kernel.py` or `decode_ring.py`) or of
+`grouped_mm_rules.py`, in whichever file holds the text, once, in a copy of the tree (the kernel's source is read
 from its files, so the copy is what compiles), followed by the tests that must catch it
 in that copy, stopping at the first failure: first those that need no GPU (the kernel's
 code on simulated threads, `tests/simt.py`, its views and its PTX), then the GPU tests.
@@ -35,11 +35,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL = os.path.join("gcdsl", "ops", "hopper_grouped_gemm")  # the grouped GEMM's package
 LAYER_KERNELS = (os.path.join("gcdsl", "ops", "route_kernel.py"), os.path.join("gcdsl", "ops", "combine_kernel.py"),
                  os.path.join("gcdsl", "ops", "decode_kernel.py"), os.path.join("gcdsl", "ops", "decode_ring.py"))
+RULES = os.path.join("gcdsl", "ops", "grouped_mm_rules.py")  # (RULE_MUTATIONS)
 
 
 def kernel_files(root: str = ROOT) -> Dict[str, str]:
     """The kernels' source files under `root`: path: text."""
-    paths = sorted(pathlib.Path(root, KERNEL).glob("*.py")) + [pathlib.Path(root, p) for p in LAYER_KERNELS]
+    paths = sorted(pathlib.Path(root, KERNEL).glob("*.py")) + [pathlib.Path(root, p) for p in (*LAYER_KERNELS, RULES)]
     return {str(path): path.read_text() for path in paths}
 
 
@@ -348,6 +349,27 @@ SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
                                 "            cute.arch.sync_threads()",
                                 "        if cutlass.const_expr(False):\n            pass"),
 }
+# The rules that pick a configuration from shapes (`grouped_mm_rules.py`): the host tests
+# of the rules must catch each, without a GPU.
+RULE_MUTATIONS: Dict[str, Tuple[str, str]] = {
+    "rule_pingpong_at_any_n_up_to_512_rows_inclusive": (
+        "problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups",
+        "problem.total <= PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups"),
+    "rule_pingpong_below_a_full_m_tile": ("problem.total >= PINGPONG_TILE_M * problem.groups \\",
+                                          "problem.total >= 0 * problem.groups \\"),
+    "rule_pingpong_pairs_where_single_ctas_were_asked_for": ("in_pairs = cluster_m != 1 and pick_cluster_m(",
+                                                             "in_pairs = True and pick_cluster_m("),
+    "rule_pairs_where_the_tile_does_not_fit": (
+        "return 2 if m >= rows_per_group * groups and pairs_fit(n, tile_n) else 1",
+        "return 2 if m >= rows_per_group * groups else 1"),
+    "rule_pingpong_pairs_from_511_rows": ("PINGPONG_PAIR_ROWS_PER_GROUP = 512", "PINGPONG_PAIR_ROWS_PER_GROUP = 511"),
+    "rule_cooperative_pairs_from_1024_rows": ("\nPAIR_ROWS_PER_GROUP = 512", "\nPAIR_ROWS_PER_GROUP = 1024"),
+    "rule_swiglu_pairs_in_pingpong": ('    if problem.ragged == "m" and problem.activation == "none":\n'
+                                      '        return pick_cluster_m(',
+                                      '    if problem.ragged == "m":\n        return pick_cluster_m('),
+}
+RULE_TESTS = ["tests/test_grouped_mm_host.py", "-x", "-q", "-p", "no:cacheprovider", "-k",
+              "pick_schedule or default_cluster or pairs_only or configuration"]
 # Seeded races that a test without a GPU also sees: name: pytest's arguments
 SANITIZER_FOCUS: Dict[str, List[str]] = {
     "pingpong_warpgroups_share_sub_tile_buffers": [*CASES_TESTS, "own_buffers"],
@@ -358,7 +380,7 @@ SANITIZER_FOCUS: Dict[str, List[str]] = {
 
 def run(name: str) -> bool:
     """True when the mutation is caught."""
-    old, new = {**MUTATIONS, **SANITIZER_MUTATIONS}[name]
+    old, new = {**MUTATIONS, **SANITIZER_MUTATIONS, **RULE_MUTATIONS}[name]
     with tempfile.TemporaryDirectory(prefix=f"gcdsl-mutant-{name}-") as tmp:
         copy = os.path.join(tmp, "tree")
         shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".gpu", "__pycache__", "results"))
@@ -392,7 +414,9 @@ def run(name: str) -> bool:
 def commands(name: str) -> list:
     """The commands that must catch mutation `name`, in the order they run: its tests (on
     simulated threads first), or for a seeded race those that see it without a GPU, then
-    racecheck (None where compute-sanitizer is missing)."""
+    racecheck (None where compute-sanitizer is missing); for a rule, the rules' host tests."""
+    if name in RULE_MUTATIONS:
+        return [[sys.executable, "-m", "pytest", *RULE_TESTS]]
     if name in SANITIZER_MUTATIONS:
         racecheck = None if shutil.which("compute-sanitizer") is None else [
             "compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
@@ -407,7 +431,7 @@ def commands(name: str) -> list:
 
 
 def main(argv=None) -> int:
-    known = list(MUTATIONS) + list(SANITIZER_MUTATIONS)
+    known = list(MUTATIONS) + list(SANITIZER_MUTATIONS) + list(RULE_MUTATIONS)
     parser = argparse.ArgumentParser(prog="python -m tests.grouped_mm_mutations",
                                      description="Seed each named bug into a copy of the tree and check that a test fails.")
     parser.add_argument("names", nargs="*", metavar="NAME", help="mutations to run (default: all; --list names them)")

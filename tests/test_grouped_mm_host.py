@@ -678,14 +678,15 @@ def test_fake_implementation_refuses_what_the_kernel_cannot_serve():
 
 
 def test_every_seeded_kernel_bug_still_applies():
-    """tests/grouped_mm_mutations.py edits the kernel's text (on a GPU host): each edit must
+    """tests/grouped_mm_mutations.py edits the kernels' and the rules' text: each edit must
     still find its text exactly once, or a refactor would leave a seeded bug unseeded."""
     import ast
 
     from tests import grouped_mm_mutations as mutations
 
     files = mutations.kernel_files()
-    for name, (old, new) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS}.items():
+    for name, (old, new) in {**mutations.MUTATIONS, **mutations.SANITIZER_MUTATIONS,
+                             **mutations.RULE_MUTATIONS}.items():
         found = mutations.occurrences(old)
         assert sum(found.values()) == 1, name
         (path,) = found
