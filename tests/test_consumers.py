@@ -88,7 +88,7 @@ def _stored_tiles(gemm, offs, total: int, clusters: int, monkeypatch) -> list:
     ("pingpong", "m", 1, "m"), ("cooperative", "m", 1, "m"), ("cooperative", "m", 2, "m"),
     ("pingpong", "m", 1, "n"), ("cooperative", "m", 2, "n"), ("pingpong", "m", 1, "m_partial_last"),
     ("cooperative", "m", 2, "m_partial_last"), ("cooperative", "m", 1, "m_blocks"),
-    ("cooperative", "k", 1, "m"), ("cooperative", "k", 2, "m"), ("pingpong", "k", 1, "m"), ("pingpong", "k", 2, "m")])
+    ("pingpong", "m", 2, "m"), ("pingpong", "m", 2, "n"), ("cooperative", "k", 1, "m"), ("cooperative", "k", 2, "m"), ("pingpong", "k", 1, "m"), ("pingpong", "k", 2, "m")])
 def test_each_tile_is_stored_once_at_its_own_m_tile_with_its_own_accumulators(schedule, ragged, cluster_m,
                                                                               tile_order, monkeypatch):
     """Ragged M: each M-tile with rows of each group, by one warpgroup in ping-pong and by
