@@ -280,8 +280,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
-    where N suits pairs: `hopper_grouped_gemm.pairs_fit`), `schedule` ("cooperative" or "pingpong": `hopper_grouped_gemm`'s
-    SCHEDULES) and `tile_order` ("m", "n", "m_partial_last" or "m_blocks", ragged rows:
+    where N suits pairs: `hopper_grouped_gemm.pairs_fit`), `schedule` ("cooperative" or
+    "pingpong": `hopper_grouped_gemm`'s SCHEDULES) and `tile_order` ("m", "n", "m_partial_last" or "m_blocks", ragged rows:
     `TILE_ORDERS`) override the heuristics; the tests and the benchmarks use them to run
     every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.

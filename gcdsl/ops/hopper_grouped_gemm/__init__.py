@@ -78,13 +78,13 @@ Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGe
     costs half a tile of tensor-core time.
 
 Ping-pong (`GemmConfig.schedule="pingpong"`; the host picks it for ragged M with
-N <= 1536 or groups of one to four M-tiles, and for ragged K with short groups,
-`grouped_mm_rules.pick_schedule`): tiles of
-128 x 128 or 128 x 192, and the consumer warpgroups take the CTA's tiles in turn
-(`consume_pingpong`), each waiting for and releasing only its own tiles' stages,
-storing through its own sub-tile buffers with its own named barrier, so that one
-warpgroup's epilogue runs while the other's WGMMAs do. Pairs too: both CTAs of a pair
-walk the same tiles, so the same warpgroup of each takes a tile and releases its stages.
+N <= 1536, groups of one to four M-tiles, or in pairs from four, and for ragged K with
+short groups, `grouped_mm_rules.pick_schedule`): tiles of 128 x 128 or 128 x 192, and
+the consumer warpgroups take the CTA's tiles in turn (`consume_pingpong`), each waiting
+for and releasing only its own tiles' stages, storing through its own sub-tile buffers
+with its own named barrier, so that one warpgroup's epilogue runs while the other's
+WGMMAs do. Pairs too: both CTAs of a pair walk the same tiles, so the same warpgroup of
+each takes a tile and releases its stages.
 
 SwiGLU (`GemmConfig.activation="swiglu"`, ragged M): B's N viewed as (row, half,
 tile), so one TMA box brings a tile's gate rows and the matching up rows; the epilogue
