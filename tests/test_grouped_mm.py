@@ -61,10 +61,12 @@ def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_ord
 
     out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype or a.dtype)
     # a forced cluster size comes with the tile N alone picks (the shapes are chosen for it),
-    # not the 128-wide decode tile a small M would get
+    # not the 128-wide decode tile a small M would get; pairs in the cooperative schedule
+    # (ping-pong's pairs have tests of their own, in test_grouped_mm_cases.py)
     tile_n = pick_tile_n(b.shape[2]) if cluster_m else None
+    schedule = "cooperative" if cluster_m == 2 else None
     grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m,
-                    tile_order=tile_order)
+                    schedule=schedule, tile_order=tile_order)
     torch.cuda.synchronize()
     return out
 
