@@ -43,7 +43,7 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
@@ -145,11 +145,9 @@ def make_call(variant: str, p: Problem, upstream: Any, upstream_tile) -> Callabl
     if variant in EXPLORE:
         from gcdsl.ops.grouped_mm import grouped_mm_into
 
-        *_, tile_n, cluster_m = (x[1:] for x in variant.split("_"))
-        schedule = "pingpong" if "_pingpong_" in variant else "cooperative"
+        schedule, tile_n, cluster_m = _explored(variant)
         out = torch.empty(p.m, p.n, device="cuda", dtype=a.dtype)
-        return lambda: grouped_mm_into(a, b, p.offs_gpu, out, tile_n=int(tile_n), cluster_m=int(cluster_m),
-                                       schedule=schedule)
+        return lambda: grouped_mm_into(a, b, p.offs_gpu, out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule)
     if variant.startswith("gcdsl"):
         import gcdsl.ops
 
@@ -254,13 +252,19 @@ def host_times(call: Callable[[], Any], reps: int) -> Dict[str, Any]:
     return {"host_us": summarize(host), "wall_us": summarize(wall)}
 
 
+def _explored(variant: str) -> Tuple[str, int, int]:
+    """(schedule, tile_n, cluster_m) of an EXPLORE variant, "gcdsl_bf16_[pingpong_]t<tile_n>_c<cluster_m>"."""
+    *_, tile_n, cluster_m = (x[1:] for x in variant.split("_"))
+    return ("pingpong" if "_pingpong_" in variant else "cooperative"), int(tile_n), int(cluster_m)
+
+
 def _fits(variant: str, n: int) -> bool:
     """Whether an EXPLORE configuration is built for N: pairs need each CTA's half of the
     last B tile to start inside B (`pairs_fit`)."""
     from gcdsl.ops.hopper_grouped_gemm import pairs_fit
 
-    *_, tile_n, cluster_m = (x[1:] for x in variant.split("_"))
-    return cluster_m == "1" or pairs_fit(n, int(tile_n))
+    _, tile_n, cluster_m = _explored(variant)
+    return cluster_m == 1 or pairs_fit(n, tile_n)
 
 
 def picked_label(p: Problem, dtype) -> str:

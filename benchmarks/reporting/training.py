@@ -146,6 +146,13 @@ def _side_run_command(name: str, source: Dict[str, Any], flags: str, table: List
             f"--json {name}`, on an {machine.get('gpu', 'unknown GPU')} at `{machine.get('gcdsl_git', '?')}`.")
 
 
+def _rows_per_expert(shape: str, tokens: int) -> int:
+    """The routed rows an expert of the W6 layer `shape` averages at `tokens`."""
+    from ..moe_layer import SHAPES
+
+    return tokens * SHAPES[shape].top_k // SHAPES[shape].experts
+
+
 def region_w7_configs(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --every-config` at other token counts (W7_configs_*.json
     but the pairs runs): gcdsl forced to each schedule, tile width and cluster beside its
@@ -164,8 +171,6 @@ def region_w7_pairs(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --forced` with both schedules in pairs
     (W7_configs_pairs_*.json), then each comparison of PAIR_COMPARISONS by the routed rows
     an expert averages: the data for PAIR_ROWS_PER_GROUP and PINGPONG_PAIR_ROWS_PER_GROUP."""
-    from ..moe_layer import SHAPES
-
     runs = _side_runs(results, "W7_configs_pairs_")
     text = _configs_region(runs)
     if text is None:
@@ -173,11 +178,10 @@ def region_w7_pairs(results: Results) -> Optional[str]:
     by_rows: Dict[Tuple[int, int], List[float]] = {}
     for _, source, rows in runs:
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
-            shape = SHAPES[s]
             for i, (first, second) in enumerate(PAIR_COMPARISONS):
                 a, b = rows.get((s, t, case, f"gcdsl {first}")), rows.get((s, t, case, f"gcdsl {second}"))
                 if a and b:
-                    by_rows.setdefault((t * shape.top_k // shape.experts, i), []).append(b["us"] / a["us"])
+                    by_rows.setdefault((_rows_per_expert(s, t), i), []).append(b["us"] / a["us"])
     table = []
     for rows_per_expert in sorted({r for r, _ in by_rows}):
         cells = []
@@ -192,8 +196,6 @@ def region_w7_pairs(results: Results) -> Optional[str]:
 
 def _configs_region(runs) -> Optional[str]:
     """One table a run of forced configurations (`region_w7_configs`, `region_w7_pairs`)."""
-    from ..moe_layer import SHAPES
-
     if not runs:
         return None
     text = []
@@ -203,10 +205,9 @@ def _configs_region(runs) -> Optional[str]:
             got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in forced))}
             if not all(got[v] for v in ("torch", "gcdsl", "gcdsl cooperative 256", "gcdsl pingpong 192")):
                 continue
-            shape = SHAPES[s]
             us = {v: (r["us"] if r else None) for v, r in got.items()}
             fastest = min((u, v[len("gcdsl "):]) for v, u in us.items() if u and v.startswith("gcdsl "))
-            table.append([s, str(t), case, str(t * shape.top_k // shape.experts), str(got["gcdsl"].get("n", "-")),
+            table.append([s, str(t), case, str(_rows_per_expert(s, t)), str(got["gcdsl"].get("n", "-")),
                           str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
                           got["gcdsl"].get("picked", "-"), ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"]),
                           f"{fastest[1]} ({ratio(us['gcdsl'] / fastest[0])})"])

@@ -281,9 +281,9 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
     where N suits pairs: `hopper_grouped_gemm.pairs_fit`), `schedule` ("cooperative" or
-    "pingpong": `hopper_grouped_gemm`'s SCHEDULES) and `tile_order` ("m", "n", "m_partial_last" or "m_blocks", ragged rows:
-    `TILE_ORDERS`) override the heuristics; the tests and the benchmarks use them to run
-    every variant.
+    "pingpong": `hopper_grouped_gemm`'s SCHEDULES) and `tile_order` ("m", "n",
+    "m_partial_last" or "m_blocks", ragged rows: `TILE_ORDERS`) override the heuristics;
+    the tests and the benchmarks use them to run every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
     from .hopper_grouped_gemm import SCHEDULES, TILE_ORDERS

@@ -121,17 +121,17 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
 
     if tile_n in PINGPONG_TILE_NS and tile_n not in TILE_NS:
         return "pingpong"
+    pingpong_tile = tile_n or pingpong_tile_n(problem.n)
     fits = tile_n in (None, *PINGPONG_TILE_NS) and (
-        cluster_m in (None, 1) or problem.ragged == "k" or pairs_fit(problem.n, tile_n or pingpong_tile_n(problem.n)))
+        cluster_m in (None, 1) or problem.ragged == "k" or pairs_fit(problem.n, pingpong_tile))
     max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
-    in_pairs = cluster_m != 1 and pick_cluster_m(problem.total, problem.groups, problem.n,
-                                                  tile_n or pingpong_tile_n(problem.n), PINGPONG_PAIR_ROWS_PER_GROUP) == 2
+    in_pairs = cluster_m != 1 and pick_cluster_m(problem.total, problem.groups, problem.n, pingpong_tile,
+                                                  PINGPONG_PAIR_ROWS_PER_GROUP) == 2
     if fits and problem.ragged == "m" and problem.total >= PINGPONG_TILE_M * problem.groups \
             and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups or in_pairs):
         return "pingpong"
     if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
-        reduction_in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M,
-                                                                         tile_n or pingpong_tile_n(problem.n)) == 2
+        reduction_in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M, pingpong_tile) == 2
         if reduction_in_pairs or problem.total >= PINGPONG_REDUCTION_MIN_K * problem.groups:
             return "pingpong"
     return "cooperative"
