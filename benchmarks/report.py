@@ -105,6 +105,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W7-h100": training.region_w7_h100,
     "W7-configs": training.region_w7_configs,
     "W7-pairs": training.region_w7_pairs,
+    "W7-band": training.region_w7_band,
     "profile-layer": training.region_profile_layer,
     "W7-orders": training.region_w7_orders,
     "W8": fused_moe.region_w8,

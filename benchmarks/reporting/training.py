@@ -1,7 +1,7 @@
 """W7: the grouped GEMMs of an MoE training step, and the step; their targets."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .fmt import Results, f0, f1, kept_run, listing, md_table, ok, ratio, span
 
@@ -175,23 +175,67 @@ def region_w7_pairs(results: Results) -> Optional[str]:
     text = _configs_region(runs)
     if text is None:
         return None
+    return "\n".join([text, "", _by_rows(runs, PAIR_COMPARISONS)])
+
+
+def _by_rows(runs, comparisons: Sequence[Tuple[str, str]], which: str = "these runs") -> str:
+    """A table of each (first, second) forced configuration's time ratio second / first over
+    the GEMMs of `runs` (`which` names them), by the routed rows an expert averages."""
     by_rows: Dict[Tuple[int, int], List[float]] = {}
     for _, source, rows in runs:
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
-            for i, (first, second) in enumerate(PAIR_COMPARISONS):
+            for i, (first, second) in enumerate(comparisons):
                 a, b = rows.get((s, t, case, f"gcdsl {first}")), rows.get((s, t, case, f"gcdsl {second}"))
                 if a and b:
                     by_rows.setdefault((_rows_per_expert(s, t), i), []).append(b["us"] / a["us"])
     table = []
     for rows_per_expert in sorted({r for r, _ in by_rows}):
         cells = []
-        for i in range(len(PAIR_COMPARISONS)):
+        for i in range(len(comparisons)):
             got = by_rows.get((rows_per_expert, i))
             cells.append(f"{span(got, ratio)} ({sum(x > 1 for x in got)} of {len(got)} above 1)" if got else "-")
         table.append([str(rows_per_expert), *cells])
-    return "\n".join([text, "", "The second's time over the first's at the forward and input-gradient GEMMs of "
-                      "these runs, by the routed rows an expert averages (above 1, the first is faster):", "",
-                      md_table(["rows", *(f"{b} / {a}" for a, b in PAIR_COMPARISONS)], table)])
+    return "\n".join([f"The second's time over the first's at the forward and input-gradient GEMMs of {which}, "
+                      "by the routed rows an expert averages (above 1, the first is faster):", "",
+                      md_table(["rows", *(f"{b} / {a}" for a, b in comparisons)], table)])
+
+
+# (pairs, single CTAs) compared by `region_w7_band`
+BAND_COMPARISONS = (("cooperative 256 pairs", "pingpong 192"),)
+
+
+def region_w7_band(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --forced "cooperative 256 pairs,pingpong 192"` between one
+    and four M-tiles of routed rows an expert (W7_band_*.json): the cooperative 128 x 256
+    tile in pairs beside single ping-pong 128 x 192 (the pick there), torch and quack."""
+    runs = _side_runs(results, "W7_band_")
+    if not runs:
+        return None
+    text = []
+    pairs, single = (f"gcdsl {v}" for v in BAND_COMPARISONS[0])
+    for name, source, rows in runs:
+        table = []
+        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
+            got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", pairs, single)}
+            if not all(got[v] for v in ("torch", "gcdsl", pairs, single)):
+                continue
+            us = {v: (r["us"] if r else None) for v, r in got.items()}
+            table.append([s, str(t), case, str(_rows_per_expert(s, t)), str(got["gcdsl"].get("n", "-")),
+                          str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
+                          got["gcdsl"].get("picked", "-"), ratio(us[single] / us[pairs]),
+                          ratio(us["torch"] / us[pairs])])
+        text += [_side_run_command(name, source, f'--forced "{",".join(_forced(source))}" --no-step', table,
+                                   cases=True) + " "
+                 "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
+                 "*gcdsl* is the configuration picked at that commit (*picked*); the last two columns are single "
+                 "ping-pong 128 x 192's time and torch's over the cooperative 128 x 256 tile's in pairs (above 1, "
+                 "the pairs are faster):", "",
+                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl",
+                           *BAND_COMPARISONS[0], "picked", f"{BAND_COMPARISONS[0][1]} / pairs", "torch / pairs"],
+                          table), ""]
+    # with the pairs runs (W7-pairs), which time both configurations at 128 to 4,096 rows
+    every = runs + _side_runs(results, "W7_configs_pairs_")
+    return "\n".join([*text, _by_rows(every, BAND_COMPARISONS, "these runs and those of W7-pairs (above)")])
 
 
 def _configs_region(runs) -> Optional[str]:
