@@ -73,6 +73,9 @@ PINGPONG_SHORT_K_MAX_N = 2048
 # cooperative 128 x 256 at 128 routed rows an expert and 1.00x to 1.34x at 256; at 512,
 # 0.90x to 1.05x on the forward GEMMs. W5's S4 and S6 (groups of exactly 128 rows, and a
 # fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x; S2 (exactly 256) is unmeasured.
+# The cooperative 128 x 256 tile in pairs beat it at routed averages of 192, 224, 384 and
+# 448 rows, not at 256 (RESULTS.md, "Pairs between one and four M-tiles a group"): no
+# rule from the average alone until S6 and the averages between are measured.
 PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
 # ... and in pairs (B multicast, as the cooperative pairs) once groups average at least
 # this many rows, at any N that suits ping-pong's pairs (`pairs_fit`: N mod 192 is 0 or
