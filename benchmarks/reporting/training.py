@@ -206,63 +206,50 @@ BAND_COMPARISONS = (("cooperative 256 pairs", "pingpong 192"),)
 
 def region_w7_band(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --forced "cooperative 256 pairs,pingpong 192"` between one
-    and four M-tiles of routed rows an expert (W7_band_*.json): the cooperative 128 x 256
-    tile in pairs beside single ping-pong 128 x 192 (the pick there), torch and quack."""
+    and four M-tiles of routed rows an expert (W7_band_*.json), then the two compared by
+    rows an expert over these runs and the pairs runs, which time both at 128 to 4,096."""
     runs = _side_runs(results, "W7_band_")
-    if not runs:
+    text = _configs_region(runs)
+    if text is None:
         return None
-    text = []
-    pairs, single = (f"gcdsl {v}" for v in BAND_COMPARISONS[0])
-    for name, source, rows in runs:
-        table = []
-        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
-            got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", pairs, single)}
-            if not all(got[v] for v in ("torch", "gcdsl", pairs, single)):
-                continue
-            us = {v: (r["us"] if r else None) for v, r in got.items()}
-            table.append([s, str(t), case, str(_rows_per_expert(s, t)), str(got["gcdsl"].get("n", "-")),
-                          str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
-                          got["gcdsl"].get("picked", "-"), ratio(us[single] / us[pairs]),
-                          ratio(us["torch"] / us[pairs])])
-        text += [_side_run_command(name, source, f'--forced "{",".join(_forced(source))}" --no-step', table,
-                                   cases=True) + " "
-                 "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
-                 "*gcdsl* is the configuration picked at that commit (*picked*); the last two columns are single "
-                 "ping-pong 128 x 192's time and torch's over the cooperative 128 x 256 tile's in pairs (above 1, "
-                 "the pairs are faster):", "",
-                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl",
-                           *BAND_COMPARISONS[0], "picked", f"{BAND_COMPARISONS[0][1]} / pairs", "torch / pairs"],
-                          table), ""]
-    # with the pairs runs (W7-pairs), which time both configurations at 128 to 4,096 rows
     every = runs + _side_runs(results, "W7_configs_pairs_")
-    return "\n".join([*text, _by_rows(every, BAND_COMPARISONS, "these runs and those of W7-pairs (above)")])
+    return "\n".join([text, "", _by_rows(every, BAND_COMPARISONS, "these runs and those of W7-pairs (above)")])
+
+
+# the two forced configurations `_configs_region` compares where a run has both
+COMPARED = ("gcdsl cooperative 256", "gcdsl pingpong 192")
 
 
 def _configs_region(runs) -> Optional[str]:
-    """One table a run of forced configurations (`region_w7_configs`, `region_w7_pairs`)."""
+    """One table a run of forced configurations (`region_w7_configs`, `region_w7_pairs`,
+    `region_w7_band`); where a run forced both the cooperative 128 x 256 tile and
+    ping-pong 128 x 192 alone, a column compares them."""
     if not runs:
         return None
     text = []
     for name, source, rows in runs:
         table, forced = [], _forced(source)
+        both = {v[len("gcdsl "):] for v in COMPARED} <= set(forced)
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
             got = {v: rows.get((s, t, case, v)) for v in ("torch", "quack", "gcdsl", *(f"gcdsl {f}" for f in forced))}
-            if not all(got[v] for v in ("torch", "gcdsl", "gcdsl cooperative 256", "gcdsl pingpong 192")):
+            if not all(got[v] for v in ("torch", "gcdsl", *(COMPARED if both else ()))):
                 continue
             us = {v: (r["us"] if r else None) for v, r in got.items()}
             fastest = min((u, v[len("gcdsl "):]) for v, u in us.items() if u and v.startswith("gcdsl "))
+            compared = [ratio(us[COMPARED[0]] / us[COMPARED[1]])] if both else []
             table.append([s, str(t), case, str(_rows_per_expert(s, t)), str(got["gcdsl"].get("n", "-")),
                           str(got["gcdsl"].get("k", "-")), *(f1(u) if u else "-" for u in us.values()),
-                          got["gcdsl"].get("picked", "-"), ratio(us["gcdsl cooperative 256"] / us["gcdsl pingpong 192"]),
+                          got["gcdsl"].get("picked", "-"), *compared,
                           f"{fastest[1]} ({ratio(us['gcdsl'] / fastest[0])})"])
         text += [_side_run_command(name, source, f'--forced "{",".join(forced)}" --no-step', table, cases=True) + " "
                  "Device microseconds, median of the round medians; *rows* is the routed rows an expert averages; "
-                 "*gcdsl* is the configuration picked at that commit (*picked*, where the run recorded it); the "
-                 "next to last column is the cooperative 128 x 256 tile's time over ping-pong 128 x 192's (above 1, "
-                 "ping-pong is faster); the last, the fastest forced configuration there and the pick's "
+                 "*gcdsl* is the configuration picked at that commit (*picked*, where the run recorded it); "
+                 + ("the next to last column is the cooperative 128 x 256 tile's time over ping-pong 128 x 192's "
+                    "(above 1, ping-pong is faster); " if both else "")
+                 + "the last column, the fastest forced configuration there and the pick's "
                  "time over its (the pick runs one of them: below 1.00x is the spread of the measurement):", "",
-                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *forced,
-                           "picked", "cooperative 256 / pingpong 192", "fastest"], table), ""]
+                 md_table(["shape", "tokens", "case", "rows", "N", "K", "torch", "quack", "gcdsl", *forced, "picked",
+                           *(["cooperative 256 / pingpong 192"] if both else []), "fastest"], table), ""]
     return "\n".join(text[:-1])
 
 
