@@ -364,6 +364,10 @@ RULE_MUTATIONS: Dict[str, Tuple[str, str]] = {
         "return 2 if m >= rows_per_group * groups else 1"),
     "rule_pingpong_pairs_from_511_rows": ("PINGPONG_PAIR_ROWS_PER_GROUP = 512", "PINGPONG_PAIR_ROWS_PER_GROUP = 511"),
     "rule_cooperative_pairs_from_1024_rows": ("\nPAIR_ROWS_PER_GROUP = 512", "\nPAIR_ROWS_PER_GROUP = 1024"),
+    "rule_pairs_from_the_middle_of_a_step_inclusive": ("total % (step * groups) > TILE_M * groups",
+                                                       "total % (step * groups) >= TILE_M * groups"),
+    "rule_pairs_below_512_rows_at_a_narrow_n": ('return problem.ragged == "m" and problem.n > pingpong_max_n(problem.k)',
+                                                'return problem.ragged == "m"'),
     "rule_swiglu_pairs_in_pingpong": ('    if problem.ragged == "m" and problem.activation == "none":\n'
                                       '        return pick_cluster_m(',
                                       '    if problem.ragged == "m":\n        return pick_cluster_m('),

@@ -125,14 +125,15 @@ def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
     check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
 
 
-@pytest.mark.parametrize("rows_per_group, n, cluster_m", [
-    (128, 4096, 1), (256, 4096, 1),  # 4096 = 21 x 192 + 64
-    (600, 1112, 2)])  # 1112 = 5 x 192 + 152: pairs fit
-def test_default_pick_where_routed_groups_average_one_m_tile_or_more(rows_per_group, n, cluster_m):
+@pytest.mark.parametrize("rows_per_group, n, schedule, cluster_m", [
+    (128, 4096, "pingpong", 1), (256, 4096, "pingpong", 1),  # 4096 = 21 x 192 + 64
+    (192, 4096, "cooperative", 2),  # the upper half of a pair's 256-row step
+    (600, 1112, "pingpong", 2)])  # 1112 = 5 x 192 + 152: pairs fit
+def test_default_pick_where_routed_groups_average_one_m_tile_or_more(rows_per_group, n, schedule, cluster_m):
     """Routed rows (many groups spill a few rows past an M-tile) at an N whose last N-tile is
     partial: the configuration `grouped_mm` picks by itself there (ping-pong at any N,
-    `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP`; in pairs from `PINGPONG_PAIR_ROWS_PER_GROUP`)
-    against float32."""
+    `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP`, but the cooperative pairs where `pairs_pad_no_more`;
+    in pairs from `PINGPONG_PAIR_ROWS_PER_GROUP`) against float32."""
     from gcdsl.ops.grouped_mm import configuration
 
     groups = 16
@@ -141,7 +142,7 @@ def test_default_pick_where_routed_groups_average_one_m_tile_or_more(rows_per_gr
     rows = picks.bincount(minlength=groups).tolist()
     a, b, ends = make_problem(rows, n, 512)
     picked = configuration(a, b, ends.cuda())
-    assert (picked.schedule, picked.cluster_m) == ("pingpong", cluster_m)
+    assert (picked.schedule, picked.cluster_m) == (schedule, cluster_m)
     check(run_poisoned(a, b, ends), a, b, ends)
 
 

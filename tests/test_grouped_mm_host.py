@@ -140,12 +140,17 @@ def test_the_default_cluster_of_ragged_rows_by_schedule_and_activation():
     take pairs from PAIR_ROWS_PER_GROUP rows a group, SwiGLU's product from
     SWIGLU_PAIR_ROWS_PER_GROUP; in ping-pong from PINGPONG_PAIR_ROWS_PER_GROUP where its
     192-wide tile suits pairs, SwiGLU's product never."""
-    def cluster(rows, activation, schedule="cooperative", n=28672, tile_n=256):
-        problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=n, activation=activation)
+    def cluster(rows, activation, schedule="cooperative", n=28672, tile_n=256, k=4096):
+        problem = types.SimpleNamespace(ragged="m", total=8 * rows, groups=8, n=n, k=k, activation=activation)
         return rules.default_cluster_m(problem, schedule, tile_m=128, tile_n=tile_n)
 
     assert rules.SWIGLU_PAIR_ROWS_PER_GROUP == 128 < rules.PAIR_ROWS_PER_GROUP == 512
-    assert [cluster(rows, "none") for rows in (127, 128, 511, 512)] == [1, 1, 1, 2]
+    assert [cluster(rows, "none", n=1536) for rows in (127, 128, 511, 512)] == [1, 1, 1, 2]  # a narrow N
+    # below PAIR_ROWS_PER_GROUP at a wide N, pairs where the average ends in the upper half of a
+    # pair's 256-row step (`pairs_pad_no_more`)
+    assert [cluster(rows, "none") for rows in (127, 128, 129, 255, 256, 384, 385, 511, 512)] \
+        == [1, 1, 2, 2, 1, 1, 2, 2, 2]
+    assert cluster(192, "none", tile_n=128) == 1  # measured with the 256-wide tile only
     assert [cluster(rows, "swiglu") for rows in (127, 128, 511, 512)] == [1, 2, 2, 2]
     assert rules.PINGPONG_PAIR_ROWS_PER_GROUP == 512
     assert [cluster(rows, "none", "pingpong", 14336, 192) for rows in (511, 512, 4096)] == [1, 2, 2]
@@ -312,8 +317,19 @@ def test_pick_schedule_pingpong_at_any_n_where_groups_average_one_to_four_m_tile
     deepseek_w13_512, mixtral_w13_512 = problem(128, 4096), problem(128, 28672, groups=8, k=4096)
     assert rules.pick_schedule(deepseek_w13_512) == rules.pick_schedule(mixtral_w13_512) == "pingpong"
     assert rules.pick_schedule(problem(256, 7168, k=2048)) == "pingpong"  # DeepSeek-V3's down GEMM at 1,024 tokens
-    assert rules.pick_schedule(problem(511, 7168, k=2048)) == "pingpong"
+    assert rules.pick_schedule(problem(384, 7168, k=2048)) == "pingpong"
     assert rules.pick_schedule(problem(512, 7168, k=2048)) == "cooperative"  # ... and at 2,048 tokens
+    # but the cooperative pairs where the average ends in the upper half of a pair's 256-row
+    # step (`pairs_pad_no_more`): 768, 896 and 1,792 tokens, not 1,024 or 1,536
+    for rows in (129, 192, 224, 255, 385, 448, 511):
+        assert rules.pick_tiles(problem(rows, 7168, k=2048), None, None, None, 132) == ("cooperative", 256), rows
+        assert rules.pick_schedule(problem(rows, 7168, k=2048), cluster_m=1) == "pingpong", rows
+        assert rules.pick_schedule(problem(rows, 7168, k=2048), tile_n=192) == "pingpong", rows
+    assert rules.pick_schedule(problem(192, 1536, k=2048)) == "pingpong"  # a narrow N keeps ping-pong
+    assert rules.pick_schedule(problem(192, 2048, k=768)) == "pingpong"  # ... and a short K's
+    assert rules.pick_schedule(problem(192, 2048, k=7168)) == "cooperative"  # DeepSeek-V3's down input gradient
+    assert rules.pick_schedule(problem(192, 4000)) == "cooperative"  # 4000 mod 256 = 160: the 256 tile's pairs fit
+    assert rules.pick_schedule(problem(192, 3968)) == "pingpong"  # 3968 mod 256 = 128: 128-wide tiles, unmeasured
     # from PINGPONG_PAIR_ROWS_PER_GROUP rows, ping-pong in pairs where N suits its pairs (N mod 192
     # is 0 or more than 96), at any N: DeepSeek-V3's down input gradient (N 2048, K 7168)
     assert rules.pick_schedule(problem(512, 2048)) == rules.pick_schedule(problem(4096, 2048)) == "pingpong"

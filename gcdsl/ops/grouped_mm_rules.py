@@ -5,9 +5,10 @@ tile_order=)` overrides any of them.
 
 Schedule (`pick_schedule`): ping-pong for ragged M once groups average a full 128-row
 tile, where N is narrow (`PINGPONG_MAX_N`; `PINGPONG_SHORT_K_MAX_N` where K is short),
-groups average fewer than `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP` rows (one to four M-tiles),
-or it runs in pairs (below), and for the grouped reduction's shorter groups; cooperative
-elsewhere. Tile: ping-pong 128x192 (128x128 where N <= 128); cooperative 128x256, unless
+groups average fewer than `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP` rows (one to four M-tiles)
+but for the averages whose cooperative pairs pad no more rows than single CTAs
+(`pairs_pad_no_more`), or it runs in pairs (below), and for the grouped reduction's shorter
+groups; cooperative elsewhere. Tile: ping-pong 128x192 (128x128 where N <= 128); cooperative 128x256, unless
 N <= 128, the last 256-wide tile would be at most half full (N mod 256 in 1..128), or
 the groups that can have rows (at most min(G, T)) make no more 256-wide tiles than half
 the SMs (decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster
@@ -15,8 +16,8 @@ the SMs (decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Clu
 cooperative schedule, `PINGPONG_PAIR_ROWS_PER_GROUP` in ping-pong (a group whose M-tile
 count is odd leaves one CTA of its last pair idle: with about half the groups odd, that
 is one paired M-tile in 9 at most), or for SwiGLU's gate-up product
-`SWIGLU_PAIR_ROWS_PER_GROUP` (cooperative only), and N mod tile is 0 or more than half a
-tile (each CTA's half of the last B tile starts inside B), else single CTAs; the grouped
+`SWIGLU_PAIR_ROWS_PER_GROUP` (cooperative only), or where `pairs_pad_no_more`, and N mod
+tile is 0 or more than half a tile (each CTA's half of the last B tile starts inside B), else single CTAs; the grouped
 reduction in pairs wherever they fit. Tile order (ragged rows): a group's N-tiles fastest
 where K > N and groups average at least `N_FASTEST_ROWS_PER_GROUP` rows, else its
 M-steps fastest (`pick_tile_order`). SwiGLU's gate-up product has tiles of its own (`pick_tiles`): the
@@ -73,9 +74,7 @@ PINGPONG_SHORT_K_MAX_N = 2048
 # cooperative 128 x 256 at 128 routed rows an expert and 1.00x to 1.34x at 256; at 512,
 # 0.90x to 1.05x on the forward GEMMs. W5's S4 and S6 (groups of exactly 128 rows, and a
 # fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x; S2 (exactly 256) is unmeasured.
-# The cooperative 128 x 256 tile in pairs beat it at routed averages of 192, 224, 384 and
-# 448 rows, not at 256 (RESULTS.md, "Pairs between one and four M-tiles a group"): no
-# rule from the average alone until S6 and the averages between are measured.
+# Not where the average ends in the upper half of a pair's 256-row step (`pairs_pad_no_more`).
 PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
 # ... and in pairs (B multicast, as the cooperative pairs) once groups average at least
 # this many rows, at any N that suits ping-pong's pairs (`pairs_fit`: N mod 192 is 0 or
@@ -101,6 +100,33 @@ PINGPONG_REDUCTION_MIN_K = 512
 PINGPONG_REDUCTION_MAX_K = 2048
 
 
+def pairs_pad_no_more(problem: Problem, tile_n: int) -> bool:
+    """The cooperative 128 x 256 tile in pairs for ragged rows (the plain product) at an N
+    past ping-pong's narrow bound, where groups average more than one M-tile and fewer
+    than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows, and that average ends in the upper half
+    of a pair's 256-row step (128 to 256 rows or 384 to 512, ends excluded): there a
+    group's last pair has rows for both CTAs, so pairs pad no more rows than single CTAs
+    and halve B's traffic. Measured on an H100 (`w7_training.py --forced "cooperative 256
+    pairs,pingpong 192"`, RESULTS.md "Pairs between one and four M-tiles a group"): on the
+    DeepSeek-V3 and Mixtral-8x7B forward and input-gradient GEMMs at 192, 224, 384 and 448
+    rows an expert, 0.92x to 1.48x single ping-pong 128 x 192's speed, faster at 34 of 36;
+    at 256 rows (a group just past a step leaves one CTA of its last pair idle) single
+    ping-pong was faster at 11 of 12. W5's S6 (a wide spread averaging 182 rows) ran in
+    these pairs level with the cooperative tile's single CTAs (W5_h100.json), which
+    single ping-pong trailed there (above)."""
+    from .hopper_grouped_gemm import TILE_M, pairs_fit
+
+    total, groups, step = problem.total, problem.groups, 2 * TILE_M
+    return problem.ragged == "m" and problem.n > pingpong_max_n(problem.k) \
+        and TILE_M * groups < total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * groups \
+        and total % (step * groups) > TILE_M * groups and tile_n == 256 and pairs_fit(problem.n, tile_n)
+
+
+def pingpong_max_n(k: int) -> int:
+    """The widest N that ping-pong takes at any number of rows a group (from a full tile)."""
+    return PINGPONG_SHORT_K_MAX_N if k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
+
+
 def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, sms: int = 132) -> int:
     """128x256 tiles unless a 256-wide last tile would be at most half full, or (given M
     and G) the groups that can have rows, at most min(G, M), make no more 256-wide tiles
@@ -112,10 +138,12 @@ def pick_tile_n(n: int, m: Optional[int] = None, groups: Optional[int] = None, s
     return 256
 
 
-def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None) -> str:
+def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
+                  sms: int = 132) -> str:
     """"pingpong" for ragged M with groups that average a full tile of rows and either
     N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where K <= PINGPONG_SHORT_K), fewer
-    than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows, or at least PINGPONG_PAIR_ROWS_PER_GROUP
+    than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows (unless `pairs_pad_no_more` with the
+    cooperative tile for `sms` SMs, and `cluster_m` allows pairs), or at least PINGPONG_PAIR_ROWS_PER_GROUP
     rows at an N that suits ping-pong's pairs (unless `cluster_m` is 1), and for ragged K
     with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
     least PINGPONG_REDUCTION_MIN_K; unless `tile_n` asks for what only "cooperative" has,
@@ -127,11 +155,13 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     pingpong_tile = tile_n or pingpong_tile_n(problem.n)
     fits = tile_n in (None, *PINGPONG_TILE_NS) and (
         cluster_m in (None, 1) or problem.ragged == "k" or pairs_fit(problem.n, pingpong_tile))
-    max_n = PINGPONG_SHORT_K_MAX_N if problem.k <= PINGPONG_SHORT_K else PINGPONG_MAX_N
     in_pairs = cluster_m != 1 and pick_cluster_m(problem.total, problem.groups, problem.n, pingpong_tile,
                                                   PINGPONG_PAIR_ROWS_PER_GROUP) == 2
+    few_tiles = problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups and not (
+        tile_n is None and cluster_m != 1
+        and pairs_pad_no_more(problem, pick_tile_n(problem.n, problem.total, problem.groups, sms)))
     if fits and problem.ragged == "m" and problem.total >= PINGPONG_TILE_M * problem.groups \
-            and (problem.n <= max_n or problem.total < PINGPONG_ANY_N_MAX_ROWS_PER_GROUP * problem.groups or in_pairs):
+            and (problem.n <= pingpong_max_n(problem.k) or few_tiles or in_pairs):
         return "pingpong"
     if fits and problem.ragged == "k" and problem.total < PINGPONG_REDUCTION_MAX_K * problem.groups:
         reduction_in_pairs = cluster_m != 1 and pick_reduction_cluster_m(problem, PINGPONG_TILE_M, pingpong_tile) == 2
@@ -148,11 +178,14 @@ def pingpong_tile_n(n: int) -> int:
 def default_cluster_m(problem: Problem, schedule: str, tile_m: int, tile_n: int) -> int:
     """Pairs where the measured GEMMs gained from them: ragged rows in the cooperative
     schedule and in ping-pong (`pick_cluster_m`, from PAIR_ROWS_PER_GROUP and
-    PINGPONG_PAIR_ROWS_PER_GROUP rows a group; SwiGLU's product in ping-pong never), and
-    the grouped reduction wherever they fit."""
+    PINGPONG_PAIR_ROWS_PER_GROUP rows a group; SwiGLU's product in ping-pong never; in
+    the cooperative schedule also where `pairs_pad_no_more`), and the grouped reduction
+    wherever they fit."""
     if problem.ragged == "k":
         return pick_reduction_cluster_m(problem, tile_m, tile_n)
     if problem.ragged == "m" and schedule == "cooperative":
+        if problem.activation == "none" and pairs_pad_no_more(problem, tile_n):
+            return 2
         rows = SWIGLU_PAIR_ROWS_PER_GROUP if problem.activation == "swiglu" else PAIR_ROWS_PER_GROUP
         return pick_cluster_m(problem.total, problem.groups, problem.n, tile_n, rows)
     if problem.ragged == "m" and problem.activation == "none":
@@ -184,7 +217,7 @@ def pick_tiles(problem: Problem, schedule: Optional[str], tile_n: Optional[int],
         # the tiles whose output sub-tiles fill the epilogue's buffers: 128 x 256, or
         # ping-pong 128 x 128 (`GemmConfig`'s check)
         return ("cooperative", 256) if problem.n % 256 == 0 else ("pingpong", 128)
-    schedule = schedule or pick_schedule(problem, tile_n, cluster_m)
+    schedule = schedule or pick_schedule(problem, tile_n, cluster_m, sms)
     if tile_n:
         return schedule, tile_n
     if schedule == "pingpong":
