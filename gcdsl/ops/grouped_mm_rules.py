@@ -7,20 +7,21 @@ Schedule (`pick_schedule`): ping-pong for ragged M once groups average a full 12
 tile, where N is narrow (`PINGPONG_MAX_N`; `PINGPONG_SHORT_K_MAX_N` where K is short),
 groups average fewer than `PINGPONG_ANY_N_MAX_ROWS_PER_GROUP` rows (one to four M-tiles)
 but for the averages whose cooperative pairs pad no more rows than single CTAs
-(`pairs_pad_no_more`), or it runs in pairs (below), and for the grouped reduction's shorter
-groups; cooperative elsewhere. Tile: ping-pong 128x192 (128x128 where N <= 128); cooperative 128x256, unless
-N <= 128, the last 256-wide tile would be at most half full (N mod 256 in 1..128), or
-the groups that can have rows (at most min(G, T)) make no more 256-wide tiles than half
-the SMs (decode: 128-wide tiles put twice the CTAs to streaming B): 128x128. Cluster
-(ragged rows): pairs when a group averages at least `PAIR_ROWS_PER_GROUP` rows in the
-cooperative schedule, `PINGPONG_PAIR_ROWS_PER_GROUP` in ping-pong (a group whose M-tile
-count is odd leaves one CTA of its last pair idle: with about half the groups odd, that
-is one paired M-tile in 9 at most), or for SwiGLU's gate-up product
-`SWIGLU_PAIR_ROWS_PER_GROUP` (cooperative only), or where `pairs_pad_no_more`, and N mod
-tile is 0 or more than half a tile (each CTA's half of the last B tile starts inside B), else single CTAs; the grouped
-reduction in pairs wherever they fit. Tile order (ragged rows): a group's N-tiles fastest
-where K > N and groups average at least `N_FASTEST_ROWS_PER_GROUP` rows, else its
-M-steps fastest (`pick_tile_order`). SwiGLU's gate-up product has tiles of its own (`pick_tiles`): the
+(`pairs_pad_no_more`), or it runs in pairs (below), and for the grouped reduction's
+shorter groups; cooperative elsewhere. Tile: ping-pong 128x192 (128x128 where N <= 128);
+cooperative 128x256, unless N <= 128, the last 256-wide tile would be at most half full (N
+mod 256 in 1..128), or the groups that can have rows (at most min(G, T)) make no more
+256-wide tiles than half the SMs (decode: 128-wide tiles put twice the CTAs to streaming
+B): 128x128. Cluster (ragged rows): pairs when a group averages at least
+`PAIR_ROWS_PER_GROUP` rows in the cooperative schedule, `PINGPONG_PAIR_ROWS_PER_GROUP` in
+ping-pong (a group whose M-tile count is odd leaves one CTA of its last pair idle: with
+about half the groups odd, that is one paired M-tile in 9 at most), or for SwiGLU's
+gate-up product `SWIGLU_PAIR_ROWS_PER_GROUP` (cooperative only), or where
+`pairs_pad_no_more`, and N mod tile is 0 or more than half a tile (each CTA's half of the
+last B tile starts inside B), else single CTAs; the grouped reduction in pairs wherever
+they fit. Tile order (ragged rows): a group's N-tiles fastest where K > N and groups
+average at least `N_FASTEST_ROWS_PER_GROUP` rows, else its M-steps fastest
+(`pick_tile_order`). SwiGLU's gate-up product has tiles of its own (`pick_tiles`): the
 cooperative 128x256 where N is a multiple of 256, else ping-pong 128x128.
 """
 from __future__ import annotations
@@ -143,8 +144,8 @@ def pick_schedule(problem: Problem, tile_n: Optional[int] = None, cluster_m: Opt
     """"pingpong" for ragged M with groups that average a full tile of rows and either
     N <= PINGPONG_MAX_N (PINGPONG_SHORT_K_MAX_N where K <= PINGPONG_SHORT_K), fewer
     than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows (unless `pairs_pad_no_more` with the
-    cooperative tile for `sms` SMs, and `cluster_m` allows pairs), or at least PINGPONG_PAIR_ROWS_PER_GROUP
-    rows at an N that suits ping-pong's pairs (unless `cluster_m` is 1), and for ragged K
+    cooperative tile for `sms` SMs, and `cluster_m` allows pairs), or at least
+    PINGPONG_PAIR_ROWS_PER_GROUP rows at an N that suits ping-pong's pairs (unless `cluster_m` is 1), and for ragged K
     with groups that average less than PINGPONG_REDUCTION_MAX_K columns, in pairs or at
     least PINGPONG_REDUCTION_MIN_K; unless `tile_n` asks for what only "cooperative" has,
     or `cluster_m` for pairs that ping-pong's tile does not fit (`pairs_fit`)."""
