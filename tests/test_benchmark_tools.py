@@ -89,7 +89,7 @@ def test_only_a_hopper_gpu_counts_as_a_gpu_for_the_gpu_tier(monkeypatch):
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
-    from benchmarks import harness, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances, w8_phases, w8_stream
+    from benchmarks import harness, profile_host, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances, w8_phases, w8_stream
 
     monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
@@ -98,12 +98,15 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
     assert w8_fused_moe.main(["--tokens", "1"]) == 0
     assert w8_instances.main(["--points", "mixtral-8x7b:8", "--instances", "2"]) == 0
     assert profile_layer.main(["--points", "qwen3-30b-a3b 64,mixtral-8x7b 8 step", "--clocks", "1"]) == 0
+    assert profile_host.main(["--points", "qwen3-30b-a3b 1", "--cprofile"]) == 0
     assert w8_stream.main(["--tiles", "1"]) == 0
     assert w8_decode_stream.main(["--reps", "3"]) == 0
-    assert capsys.readouterr().out.count("needs a Hopper GPU") == 8
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 9
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
+        with pytest.raises(SystemExit):
+            profile_host.main(["--points", bad])
     for bad in (["--points", "mixtral:8"], ["--points", "mixtral-8x7b"], ["--instances", "0"]):
         with pytest.raises(SystemExit, match="--points|--instances"):
             w8_instances.main(bad)
