@@ -31,7 +31,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
-from benchmarks.harness import OK, Report, rotated, table  # noqa: E402  (imports no DSL)
+from benchmarks import profile_layer  # noqa: E402  (imports no DSL)
+from benchmarks.harness import OK, Report, rotated, table  # noqa: E402
 from benchmarks.moe_layer import GROUPED_MMS, SHAPES, MoEWeights, moe_forward  # noqa: E402
 
 POINTS = "qwen3-30b-a3b 1,deepseek-v3-ep8 1,mixtral-8x7b 1"
@@ -124,15 +125,12 @@ def run(args, machine: Dict[str, Any]) -> Report:
 
 
 def points(text: str) -> List[Tuple[str, int]]:
-    """`--points`: (shape, tokens) for each comma-separated point."""
-    out = []
-    for point in text.split(","):
-        words = point.split()
-        if not (len(words) == 2 and words[0] in SHAPES and words[1].isdigit() and int(words[1]) > 0):
-            raise argparse.ArgumentTypeError(f"{point.strip()!r}: expected \"shape tokens\" with a shape "
-                                             f"of {', '.join(SHAPES)} and a positive token count")
-        out.append((words[0], int(words[1])))
-    return out
+    """`--points`: (shape, tokens) for each comma-separated "shape tokens" (`profile_layer`'s
+    form, without its training steps: an eager step is not bound by its host)."""
+    out = profile_layer.points(text)
+    if any(step for _, _, step in out):
+        raise argparse.ArgumentTypeError(f"{text!r}: layers only, \"shape tokens\" (no \"step\")")
+    return [(name, tokens) for name, tokens, _ in out]
 
 
 def main(argv=None) -> int:

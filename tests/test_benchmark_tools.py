@@ -107,6 +107,8 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
             profile_layer.main(["--points", bad])
         with pytest.raises(SystemExit):
             profile_host.main(["--points", bad])
+    with pytest.raises(SystemExit):
+        profile_host.main(["--points", "qwen3-30b-a3b 1 step"])
     for bad in (["--points", "mixtral:8"], ["--points", "mixtral-8x7b"], ["--instances", "0"]):
         with pytest.raises(SystemExit, match="--points|--instances"):
             w8_instances.main(bad)
