@@ -126,8 +126,10 @@ def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
 
 
 @pytest.mark.parametrize("rows_per_group, n, schedule, cluster_m", [
-    (128, 4096, "pingpong", 1), (256, 4096, "pingpong", 1),  # 4096 = 21 x 192 + 64
-    (192, 4096, "cooperative", 2),  # the upper half of a pair's 256-row step
+    # a's TAIL rows past offs[-1] count in T, the rules' rows: 256 and 320 a group are in
+    # the lower half of a pair's 256-row step, 128 and 192 in the upper half
+    (256, 4096, "pingpong", 1), (320, 4096, "pingpong", 1),  # 4096 = 21 x 192 + 64
+    (128, 4096, "cooperative", 2), (192, 4096, "cooperative", 2),
     (600, 1112, "pingpong", 2)])  # 1112 = 5 x 192 + 152: pairs fit
 def test_default_pick_where_routed_groups_average_one_m_tile_or_more(rows_per_group, n, schedule, cluster_m):
     """Routed rows (many groups spill a few rows past an M-tile) at an N whose last N-tile is
