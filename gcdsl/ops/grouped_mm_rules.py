@@ -107,12 +107,14 @@ def pairs_pad_no_more(problem: Problem, tile_n: int) -> bool:
     than PINGPONG_ANY_N_MAX_ROWS_PER_GROUP rows, and that average ends in the upper half
     of a pair's 256-row step (128 to 256 rows or 384 to 512, ends excluded): there a
     group's last pair has rows for both CTAs, so pairs pad no more rows than single CTAs
-    and halve B's traffic. Measured on an H100 (`w7_training.py --forced "cooperative 256
+    and halve B's traffic. The ends are excluded for groups of exactly 128 or 384 rows,
+    which leave one CTA of every last pair idle (W5's S4, 64 groups of 128 rows, ran far
+    slower in pairs). Measured on an H100 (`w7_training.py --forced "cooperative 256
     pairs,pingpong 192"`, RESULTS.md "Pairs between one and four M-tiles a group"): on the
-    DeepSeek-V3 and Mixtral-8x7B forward and input-gradient GEMMs at 192, 224, 384 and 448
-    rows an expert, 0.92x to 1.48x single ping-pong 128 x 192's speed, faster at 34 of 36;
-    at 256 rows (a group just past a step leaves one CTA of its last pair idle) single
-    ping-pong was faster at 11 of 12. W5's S6 (a wide spread averaging 182 rows) ran in
+    DeepSeek-V3 and Mixtral-8x7B forward and input-gradient GEMMs at 192, 224, 240, 384
+    and 448 rows an expert, 0.92x to 1.48x single ping-pong 128 x 192's speed, faster at
+    42 of 44; at 256 and 320 rows (a group just past a step leaves one CTA of its last
+    pair idle) single ping-pong was faster at 18 of 20. W5's S6 (a wide spread averaging 182 rows) ran in
     these pairs level with the cooperative tile's single CTAs (W5_h100.json), which
     single ping-pong trailed there (above)."""
     from .hopper_grouped_gemm import TILE_M, pairs_fit
