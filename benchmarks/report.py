@@ -99,6 +99,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W4": host.region_w4,
     "W5": grouped_gemm.region_w5,
     "W5-targets": grouped_gemm.region_w5_targets,
+    "W5-h100": grouped_gemm.region_w5_h100,
     "W6": moe_layer.region_w6,
     "W6-h100": moe_layer.region_w6_h100,
     "W7": training.region_w7,

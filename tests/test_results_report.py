@@ -408,3 +408,17 @@ def test_w6_layer_tables_name_their_rounds_and_batches(results):
     assert "(median of 5 rounds of 20 calls)" in graph
     del w6["config"]["eager_batch_ms"]
     assert "(median of 5 rounds of 20 calls)" in moe_layer._layer_table({"W6": w6}, "eager")[0]
+
+
+def test_a_w5_run_kept_beside_w5_renders_its_own_tables_and_targets():
+    """`--json W5_h100`: W5's tables and targets drawn from the side run alone, under its
+    command, commit and GPU; nothing without the file."""
+    results = report.load()
+    text = grouped_gemm.region_w5_h100(results)
+    side = {"W5": results["W5_h100"]}
+    assert text.startswith("Command: `python benchmarks/w5_grouped_gemm.py --json W5_h100`, run at "
+                           f"`{side['W5']['machine']['gcdsl_git']}` on an {side['W5']['machine']['gpu']}.")
+    s2 = f"| S2 | {fmt.f1(grouped_gemm.row(side, 'S2', 'gcdsl_bf16')['us'])} ("
+    assert s2 in text and s2 not in grouped_gemm.region_w5(results)
+    assert "\n\nTargets:\n\n| shape | target | measured | limit |  |" in text
+    assert grouped_gemm.region_w5_h100({"W5": results["W5"]}) is None

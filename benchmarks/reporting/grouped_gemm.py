@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional
 
 from . import ncu
-from .fmt import Results, f0, f1, f2, listing, md_table, ok, pct, ratio, rows_by, signed_pct, span, status_of
+from .fmt import (Results, f0, f1, f2, kept_run, listing, md_table, ok, pct, ratio, rows_by, signed_pct, span,
+                  status_of)
 
 VARIANTS = ("gcdsl_bf16", "gcdsl_fp16", "torch_bf16", "torch_fp16", "mm_loop_bf16", "upstream_fp16")
 LABELS = {"gcdsl_bf16": "gcdsl bf16", "gcdsl_fp16": "gcdsl fp16", "torch_bf16": "`torch._grouped_mm` bf16",
@@ -236,6 +237,15 @@ def region_w5_targets(results: Results) -> str:
         explain = {"hbm": _why_hbm, "upstream": _why_upstream, "torch": _why_torch}[t["kind"]]
         out.append(f"- **{t['shape']}, {t['what']}, {t['text']}:** " + " ".join(explain(results, t)))
     return "\n".join(out)
+
+
+def region_w5_h100(results: Results) -> Optional[str]:
+    """W5 in full on an H100 (`--json W5_h100`), its tables and targets, beside the headline run."""
+    kept = kept_run(results, "W5_h100", "W5", "w5_grouped_gemm.py")
+    if kept is None:
+        return None
+    run, command, where = kept
+    return f"Command: `{command}`{where}.\n\n{region_w5(run)}\n\nTargets:\n\n{region_w5_targets(run)}"
 
 
 def _ncu_busiest(report: Dict[str, object]) -> str:

@@ -74,7 +74,8 @@ PINGPONG_SHORT_K_MAX_N = 2048
 # and Mixtral-8x7B layers (N 2048 to 28672), ping-pong 128 x 192 ran 1.11x to 1.33x the
 # cooperative 128 x 256 at 128 routed rows an expert and 1.00x to 1.34x at 256; at 512,
 # 0.90x to 1.05x on the forward GEMMs. W5's S4 and S6 (groups of exactly 128 rows, and a
-# fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x; S2 (exactly 256) is unmeasured.
+# fixed mix averaging 182) ran at 0.98x and 0.93x to 0.95x; S2 (exactly 256) at 0.91x, and
+# at 0.86x the cooperative pairs, all full where no group spills (RESULTS.md "W5 on an H100").
 # Not where the average ends in the upper half of a pair's 256-row step (`pairs_pad_no_more`).
 PINGPONG_ANY_N_MAX_ROWS_PER_GROUP = 512
 # ... and in pairs (B multicast, as the cooperative pairs) once groups average at least
