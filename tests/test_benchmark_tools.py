@@ -89,7 +89,8 @@ def test_only_a_hopper_gpu_counts_as_a_gpu_for_the_gpu_tier(monkeypatch):
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
-    from benchmarks import harness, profile_host, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances, w8_phases, w8_stream
+    from benchmarks import (harness, profile_host, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances,
+                            w8_phases, w8_stream)
 
     monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0

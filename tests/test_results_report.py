@@ -416,8 +416,9 @@ def test_a_w5_run_kept_beside_w5_renders_its_own_tables_and_targets():
     results = report.load()
     text = grouped_gemm.region_w5_h100(results)
     side = {"W5": results["W5_h100"]}
+    machine = side["W5"]["machine"]
     assert text.startswith("Command: `python benchmarks/w5_grouped_gemm.py --json W5_h100`, run at "
-                           f"`{side['W5']['machine']['gcdsl_git']}` on an {side['W5']['machine']['gpu']}.")
+                           f"`{machine['gcdsl_git']}` on an {machine['gpu']}.")
     s2 = f"| S2 | {fmt.f1(grouped_gemm.row(side, 'S2', 'gcdsl_bf16')['us'])} ("
     assert s2 in text and s2 not in grouped_gemm.region_w5(results)
     assert "\n\nTargets:\n\n| shape | target | measured | limit |  |" in text

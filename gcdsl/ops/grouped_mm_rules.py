@@ -115,9 +115,9 @@ def pairs_pad_no_more(problem: Problem, tile_n: int) -> bool:
     DeepSeek-V3 and Mixtral-8x7B forward and input-gradient GEMMs at 192, 224, 240, 384
     and 448 rows an expert, 0.92x to 1.48x single ping-pong 128 x 192's speed, faster at
     42 of 44; at 256 and 320 rows (a group just past a step leaves one CTA of its last
-    pair idle) single ping-pong was faster at 18 of 20. W5's S6 (a wide spread averaging 182 rows) ran in
-    these pairs level with the cooperative tile's single CTAs (W5_h100.json), which
-    single ping-pong trailed there (above)."""
+    pair idle) single ping-pong was faster at 18 of 20. W5's S6 (a wide spread averaging
+    182 rows) ran in these pairs level with the cooperative tile's single CTAs
+    (W5_h100.json), which single ping-pong trailed there (above)."""
     from .hopper_grouped_gemm import TILE_M, pairs_fit
 
     total, groups, step = problem.total, problem.groups, 2 * TILE_M
