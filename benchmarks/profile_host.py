@@ -2,6 +2,7 @@
 
     python -m benchmarks.profile_host [--points "qwen3-30b-a3b 1,deepseek-v3-ep8 1"]
                                       [--variants torch,gcdsl] [--calls 200] [--rounds 5] [--cprofile]
+                                      [--json NAME]
 
 At few tokens an eager layer is bound by its host: the GPU finishes each kernel before
 the host has launched the next, and the layer takes as long as its Python and launch
@@ -13,7 +14,8 @@ the layer's Python call, and the host time inside its grouped GEMM calls. Median
 rounds. With `--cprofile`, one more batch per variant under `cProfile`: the functions
 with the most own time, to find what a call does that the other's does not.
 
-Writes benchmarks/results/profile_host.json.
+Writes benchmarks/results/profile_host.json (with `--json NAME`, NAME.json: a run kept
+beside it); RESULTS.md's profile-host region shows every such run.
 """
 from __future__ import annotations
 
@@ -141,6 +143,7 @@ def main(argv=None) -> int:
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cprofile", action="store_true", help="also print cProfile's top functions per variant")
+    harness.add_json_flag(p, "profile_host")
     return harness.main_on_gpu("profile_host", run, p.parse_args(argv))
 
 

@@ -102,6 +102,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W5-h100": grouped_gemm.region_w5_h100,
     "W6": moe_layer.region_w6,
     "W6-h100": moe_layer.region_w6_h100,
+    "profile-host": moe_layer.region_profile_host,
     "W7": training.region_w7,
     "W7-h100": training.region_w7_h100,
     "W7-configs": training.region_w7_configs,

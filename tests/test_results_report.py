@@ -423,3 +423,26 @@ def test_a_w5_run_kept_beside_w5_renders_its_own_tables_and_targets():
     assert s2 in text and s2 not in grouped_gemm.region_w5(results)
     assert "\n\nTargets:\n\n| shape | target | measured | limit |  |" in text
     assert grouped_gemm.region_w5_h100({"W5": results["W5"]}) is None
+
+
+def test_profile_host_region_shows_every_run_and_splits_the_host_time():
+    """profile_host.json and each run kept beside it (`--json profile_host_<n>`): the layer,
+    the host inside the GEMM calls and the host elsewhere, torch over gcdsl; nothing without
+    a run."""
+    from benchmarks.reporting import moe_layer
+
+    def run(commit, torch_us, gcdsl_us):
+        rows = [{"shape": "a", "tokens": 1, "variant": v, "status": "OK", "wall_us": wall, "host_us": host,
+                 "gemm_host_us": gemm, "cprofile": None} for v, (wall, host, gemm) in (("torch", torch_us),
+                                                                                       ("gcdsl", gcdsl_us))]
+        return {"results": rows, "config": {"calls": 100, "rounds": 5},
+                "machine": {"gcdsl_git": commit, "gpu": "NVIDIA H100 80GB HBM3"}}
+
+    text = moe_layer.region_profile_host({"profile_host": run("abc", (440.0, 440.0, 40.0), (400.0, 400.0, 50.0)),
+                                          "profile_host_2": run("def", (300.0, 300.0, 30.0), (300.0, 300.0, 30.0)),
+                                          "W6": {"results": []}})
+    first, second = text.split("\n\nCommand: ")
+    assert first.startswith("Command: `python -m benchmarks.profile_host --calls 100`, run at `abc` on an NVIDIA H100")
+    assert "| a | 1 | 440.0 | 400.0 | 1.10x | 40.0 | 50.0 | 0.80x | 400.0 | 350.0 | 1.14x |" in first
+    assert second.startswith("`python -m benchmarks.profile_host --calls 100 --json profile_host_2`, run at `def`")
+    assert moe_layer.region_profile_host({"W6": {"results": []}}) is None

@@ -127,6 +127,37 @@ def region_w6_h100(results: Results) -> Optional[str]:
     return region_w6(results, "W6_h100")
 
 
+def region_profile_host(results: Results) -> Optional[str]:
+    """Every `profile_host*.json` (`benchmarks/profile_host.py`): the eager layer's host
+    time per layer, inside its two grouped GEMM calls and elsewhere, torch against gcdsl."""
+    runs = [(name, data) for name, data in results.items() if name.startswith("profile_host")]
+    if not runs:
+        return None
+    lines = []
+    for name, data in runs:
+        rows = {(r["shape"], r["tokens"], r["variant"]): r for r in data["results"] if ok(r)}
+        table = []
+        for shape, tokens in dict.fromkeys((s, t) for s, t, _ in rows):
+            theirs, ours = rows.get((shape, tokens, "torch")), rows.get((shape, tokens, "gcdsl"))
+            if not (theirs and ours):
+                continue
+            cells = [shape, str(tokens)]
+            for key in ("wall_us", "gemm_host_us", "elsewhere_us"):
+                t, g = (r[key] if key != "elsewhere_us" else r["host_us"] - r["gemm_host_us"] for r in (theirs, ours))
+                cells += [f1(t), f1(g), ratio(t / g)]
+            table.append(cells)
+        config, machine = data["config"], data["machine"]
+        flag = " --cprofile" if any(r.get("cprofile") for r in data["results"]) else ""
+        flag += "" if name == "profile_host" else f" --json {name}"
+        lines += [f"Command: `python -m benchmarks.profile_host --calls {config.get('calls')}{flag}`, run at "
+                  f"`{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')}: microseconds per eager layer, "
+                  f"median of {config.get('rounds')} rounds of {config.get('calls')} layers; ratio = torch / gcdsl:",
+                  "", md_table(["shape", "tokens", "layer, torch", "layer, gcdsl", "ratio",
+                                "host in GEMM calls, torch", "host in GEMM calls, gcdsl", "ratio",
+                                "host elsewhere, torch", "host elsewhere, gcdsl", "ratio"], table), ""]
+    return "\n".join(lines)
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W6" not in results:
         return []
