@@ -109,6 +109,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W7-pairs": training.region_w7_pairs,
     "W7-band": training.region_w7_band,
     "profile-layer": training.region_profile_layer,
+    "W7-ncu": training.region_w7_ncu,
     "W7-orders": training.region_w7_orders,
     "W8": fused_moe.region_w8,
     "W8-h100": fused_moe.region_w8_h100,

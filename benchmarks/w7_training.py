@@ -21,7 +21,8 @@ schedule gains. With
 a subset): the data behind its heuristics (gcdsl/ops/grouped_mm_rules.py). With `--orders`,
 torch and gcdsl as it picks beside gcdsl with each tile order forced (`ORDERS`: a group's
 M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
-`N_FASTEST_ROWS_PER_GROUP`.
+`N_FASTEST_ROWS_PER_GROUP`. With `--load-policies`, torch and gcdsl beside gcdsl with its
+TMA loads' L2 policy forced (`LOAD_POLICY_VARIANTS`, `hopper_grouped_gemm.LOAD_POLICIES`).
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -79,6 +80,8 @@ FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs i
     ("pingpong", 128, ""), ("pingpong", 192, ""), ("pingpong", 128, " pairs"), ("pingpong", 192, " pairs")))
 # gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
 ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order", "gcdsl m_blocks-order")
+# ... and its loads of A and B asking L2 for a policy other than `cute.copy`'s own (`--load-policies`)
+LOAD_POLICY_VARIANTS = ("gcdsl evict_normal-policy", "gcdsl evict_last-policy")
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
@@ -109,6 +112,8 @@ def grouped(variant: str, a, b, offs):
             return grouped_mm_into(a, b, offs, out, schedule="cooperative")
         if variant in ORDERS:
             return grouped_mm_into(a, b, offs, out, tile_order=variant.split()[1][:-len("-order")])
+        if variant in LOAD_POLICY_VARIANTS:
+            return grouped_mm_into(a, b, offs, out, load_policy=variant.split()[1][:-len("-policy")])
         _, schedule, tile_n, *pairs = variant.split()
         return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm
@@ -300,7 +305,7 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
-    forced = [v for v in (*FORCED, *ORDERS) if any(r["variant"] == v for r in report.rows)]
+    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS) if any(r["variant"] == v for r in report.rows)]
     if forced:  # --every-config: the default's time over each forced configuration's
         rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
                 for s in shapes for t in tokens for case in CASES]
@@ -366,6 +371,9 @@ def run(args, machine: Dict[str, Any]) -> Report:
         variants = ["torch", "gcdsl", *ORDERS]
         args.cases = args.cases or ",".join(RAGGED_ROWS_CASES)
         args.no_step = True
+    if args.load_policies:
+        variants = ["torch", "gcdsl", *LOAD_POLICY_VARIANTS]
+        args.no_step = True
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m= or cu_seqlens_k=...)")})
@@ -407,6 +415,8 @@ def parse_args(argv=None):
     p.add_argument("--no-cooperative", action="store_true", help="leave out gcdsl held to its cooperative schedule")
     p.add_argument("--orders", action="store_true",
                    help="torch and gcdsl beside gcdsl with each tile order forced (ORDERS), ragged-row cases, no step")
+    p.add_argument("--load-policies", action="store_true",
+                   help="torch and gcdsl beside gcdsl with its loads' L2 policy forced (LOAD_POLICY_VARIANTS), no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     p.add_argument("--forced", default="",

@@ -89,8 +89,8 @@ def test_only_a_hopper_gpu_counts_as_a_gpu_for_the_gpu_tier(monkeypatch):
 def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monkeypatch):
     """Each GPU workload's command runs on a machine without one: it parses its options
     and says there is nothing to measure (exit status 0), importing no DSL before that."""
-    from benchmarks import (harness, profile_host, profile_layer, w8_decode_stream, w8_fused_moe, w8_instances,
-                            w8_phases, w8_stream)
+    from benchmarks import (harness, ncu_w7, profile_host, profile_layer, w8_decode_stream, w8_fused_moe,
+                            w8_instances, w8_phases, w8_stream)
 
     monkeypatch.setattr(harness, "has_hopper_gpu", lambda: False)
     assert w8_phases.main(["--tokens", "1,8", "--shapes", "qwen3-30b-a3b"]) == 0
@@ -102,7 +102,12 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
     assert profile_host.main(["--points", "qwen3-30b-a3b 1", "--cprofile"]) == 0
     assert w8_stream.main(["--tiles", "1"]) == 0
     assert w8_decode_stream.main(["--reps", "3"]) == 0
-    assert capsys.readouterr().out.count("needs a Hopper GPU") == 9
+    assert ncu_w7.main(["--points", "qwen3-30b-a3b 4096 w2 weight grad", "--variants", "torch,gcdsl"]) == 0
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 10
+    for bad in ("qwen3-30b-a3b 4096", "qwen3 4096 w2 forward", "qwen3-30b-a3b 0 w2 forward",
+                "qwen3-30b-a3b 4096 w2 backward"):
+        with pytest.raises(SystemExit):
+            ncu_w7.main(["--points", bad])
     for bad in ("qwen3 64", "qwen3-30b-a3b", "qwen3-30b-a3b 0", "qwen3-30b-a3b 64 backward"):
         with pytest.raises(SystemExit):
             profile_layer.main(["--points", bad])
@@ -225,3 +230,30 @@ def test_w6_eager_batches_last_at_least_the_asked_time():
     assert w6_moe_layer.eager_calls(1000.0, 20, 20.0) == 20
     args = w6_moe_layer.parse_args([])
     assert (args.calls, args.eager_batch_ms) == (20, 20.0)
+
+
+def test_w7_load_policy_variants_force_the_policy_through_grouped_mm_into(monkeypatch):
+    """`w7_training --load-policies`: each variant runs gcdsl's pick with its loads' L2
+    policy forced, a name of `hopper_grouped_gemm.LOAD_POLICIES`; no training step."""
+    import importlib
+
+    from benchmarks import w7_training
+
+    pytest.importorskip("cutlass")
+    import torch
+
+    from gcdsl.ops.hopper_grouped_gemm import LOAD_POLICIES
+
+    gm, cases = importlib.import_module("gcdsl.ops.grouped_mm"), importlib.import_module("gcdsl.ops.grouped_cases")
+    seen = []
+    monkeypatch.setattr(gm, "grouped_mm_into", lambda a, b, offs, out, **options: seen.append(options))
+    no_output = type("Problem", (), {"make_output": lambda self, device: None})()
+    monkeypatch.setattr(cases, "describe", lambda *args: no_output)
+    a, b = torch.zeros(64, 128, dtype=torch.bfloat16), torch.zeros(2, 128, 256, dtype=torch.bfloat16)
+    offs = torch.tensor([32, 64], dtype=torch.int32)
+    for variant in w7_training.LOAD_POLICY_VARIANTS:
+        w7_training.grouped(variant, a, b, offs)
+    assert seen == [dict(load_policy="evict_normal"), dict(load_policy="evict_last")]
+    assert all(o["load_policy"] in LOAD_POLICIES for o in seen)
+    args = w7_training.parse_args(["--load-policies"])
+    assert args.load_policies and not args.no_step  # (`run` turns the step off)

@@ -282,6 +282,17 @@ def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without
                        tile_order="m_partial_last")
 
 
+def test_the_configuration_refuses_an_unknown_load_policy():
+    import cutlass
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    assert hgg.LOAD_POLICIES["default"] is None  # cute.copy's own
+    assert hgg.LOAD_POLICIES["evict_normal"] == 0x1000000000000000  # CUTLASS's CacheHintSm90::EVICT_NORMAL
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, load_policy="evict_last")
+    with pytest.raises(ValueError, match="load policy 'keep' is not one of"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, load_policy="keep")
+
+
 def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
     """Ping-pong where it measured faster (ragged M, N <= PINGPONG_MAX_N, a full tile of rows
     a group on average); cooperative for wide N (in single CTAs: pairs have a rule of their
@@ -531,6 +542,15 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
         gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), tile_order="k")
     assert info.value.param == "tile_order" and info.value.location.filename == __file__
     assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last', 'm_blocks')" in info.value.message
+
+
+def test_an_unknown_load_policy_is_refused_at_the_callers_line():
+    a, b, offs = _inputs()
+    with pytest.raises(GcdslError) as info:
+        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), load_policy="keep")
+    assert info.value.param == "load_policy" and info.value.location.filename == __file__
+    assert "load_policy 'keep' is not one of ('default', 'evict_normal', 'evict_first', 'evict_last')" \
+        in info.value.message
 
 
 def test_the_n_tile_order_without_ragged_rows_is_refused_at_the_callers_line():

@@ -103,6 +103,23 @@ def test_every_tma_store_uses_the_one_ragged_output_descriptor(compiled, case):
 
 
 @pytest.mark.parametrize("case", CASES)
+def test_every_tma_load_asks_l2_for_the_configured_policy(compiled, case):
+    """`GemmConfig.load_policy`: each TMA load of A and B carries the configured
+    `createpolicy` value; by default, `cute.copy`'s own, 0 (where CUTLASS passes EVICT_NORMAL)."""
+    from gcdsl.ops.hopper_grouped_gemm import LOAD_POLICIES
+
+    entry = _entry(compiled, case)
+    expected = LOAD_POLICIES[_layout(case).get("load_policy", "default")] or 0
+    loads = _loads(entry)
+    assert loads
+    for load in loads:
+        assert ".L2::cache_hint" in load, load
+        policy = load.rstrip(";").rsplit(",", 1)[1].strip()
+        assert re.fullmatch(rf"mov\.b64\s+{re.escape(policy)},\s*{expected};", entry.definition(policy) or ""), \
+            (load, entry.definition(policy))
+
+
+@pytest.mark.parametrize("case", CASES)
 def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case):
     text = compiled.ptx(case)
     entry = _entry(compiled, case)

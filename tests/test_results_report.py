@@ -224,6 +224,31 @@ def test_committed_ncu_reports_are_read(results):
         assert 0 < ncu.percent(r, grouped_gemm.SOL, "Compute (SM) Throughput") <= 1
 
 
+def test_w7_ncu_rows_are_their_kept_reports_longest_kernels(results):
+    """`W7_ncu*.json`: each row is `ncu_w7.summary` of its report under results/ncu_w7/,
+    the variant's longest kernel (torch's GEMM, not the setup kernel it launches first),
+    its bytes in bytes whatever prefix ncu printed; and the region shows each row."""
+    from benchmarks import ncu_w7
+
+    runs = {name: data for name, data in results.items() if name.startswith("W7_ncu")}
+    assert runs
+    for name, data in runs.items():
+        text = training.region_w7_ncu({name: data})
+        for row in data["results"]:
+            path = os.path.join(report.RESULTS_DIR, "ncu_w7", ncu_w7.report_name(
+                row["shape"], row["tokens"], row["case"], row["variant"]))
+            with open(path) as f:
+                body = f.read()
+            assert ncu_w7.summary(body) == {k: row[k] for k in ncu_w7.summary(body)}
+            kernels = ncu.kernels(body)
+            assert len(kernels) == (2 if row["variant"] == "torch" else 1)
+            assert ("device_kernel" if row["variant"] == "torch" else "grouped_gemm") in row["kernel"].lower()
+            assert f"| {row['case']} | {row['variant']} | {fmt.f2(row['cycles'] / 1e6)} |" in text
+    assert ncu.byte_count({"sections": {"s": {"m": ("Mbyte", 1.5)}}}, "s", "m") == 1.5e6
+    with pytest.raises(KeyError, match="not a byte count"):
+        ncu.byte_count({"sections": {"s": {"m": ("cycle", 1.0)}}}, "s", "m")
+
+
 def test_streamed_decode_region_reads_a_forced_run():
     """The region for `W8_streamed.json` keeps its text until the run exists, then shows
     each form's graph-replay time, their ratios to the streamed build's and the HBM

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 FILE = re.compile(r"^ncu_(?P<shape>s\d+)_(?P<dtype>bf16|fp16)\.txt$", re.I)
 SECTION = re.compile(r"^\s*Section: (?P<name>.+?)\s*$")
@@ -52,6 +52,30 @@ def parse(text: str) -> Dict[str, object]:
     return {"kernel": kernel, "sections": sections}
 
 
+# A profiled kernel's header: "  <name, spaces allowed> (132, 1, 1)x(384, 1, 1), Context 1, ..."
+KERNEL_HEADER = re.compile(r"^  \S.*\(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context \d+")
+
+
+def kernels(text: str) -> List[Dict[str, object]]:
+    """`parse` of each kernel of a report that profiled several (torch's grouped GEMM runs
+    a setup kernel before its GEMM), in launch order."""
+    chunks, current = [], None
+    for line in text.splitlines():
+        if KERNEL_HEADER.match(line):
+            current = [line]
+            chunks.append(current)
+        elif current is not None:
+            current.append(line)
+    out = []
+    for chunk in chunks:
+        report = parse("\n".join(chunk))
+        report["kernel"] = chunk[0].strip().split(" (")[0] if report["kernel"] is None else report["kernel"]
+        out.append(report)
+    if not out:
+        raise NcuError("no profiled kernel found: is this ncu's text report?")
+    return out
+
+
 def load(results_dir: str) -> Dict[Tuple[str, str], Dict[str, object]]:
     """Every `ncu_<shape>_<dtype>.txt` under `results_dir`, by ("S4", "bf16")."""
     out = {}
@@ -91,6 +115,15 @@ def bytes_per_second(report: Dict[str, object], section: str, name: str) -> floa
     factor = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}.get(prefix) if prefix is not None else None
     if factor is None:
         raise KeyError(f"ncu report: unit {unit!r} of {name!r} is not bytes per second")
+    return value * factor
+
+
+def byte_count(report: Dict[str, object], section: str, name: str) -> float:
+    """A size in bytes, whatever prefix ncu chose (byte, Kbyte, ... Tbyte)."""
+    unit, value = metric(report, section, name)
+    factor = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12}.get(unit.lower())
+    if factor is None:
+        raise KeyError(f"ncu report: unit {unit!r} of {name!r} is not a byte count")
     return value * factor
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .fmt import Results, f0, f1, kept_run, listing, md_table, ok, ratio, span
+from .fmt import Results, f0, f1, f2, kept_run, listing, md_table, ok, pct, ratio, span
 
 VARIANTS = ("torch", "gcdsl", "quack", "cooperative")  # cooperative: gcdsl held to its cooperative schedule
 PEERS = ("torch", "quack")
@@ -338,3 +338,31 @@ def region_profile_layer(results: Results) -> Optional[str]:
         "rounds (each round's median while the variant ran its calls again). Ratio = torch / gcdsl:", "",
         md_table(["shape", "tokens", "what", "GEMMs, torch", "GEMMs, gcdsl", "ratio", "other kernels, torch",
                   "other kernels, gcdsl", "ratio", "MHz, torch", "MHz, gcdsl", "W, torch", "W, gcdsl"], table)])
+
+
+def region_w7_ncu(results: Results) -> Optional[str]:
+    """Every `W7_ncu*.json` (`benchmarks/ncu_w7.py`): W7 GEMMs under Nsight Compute at the
+    base SM clock, torch's kernel beside gcdsl's: cycles, DRAM and L2 traffic."""
+    runs = [(name, data) for name, data in results.items() if name.startswith("W7_ncu")]
+    if not runs:
+        return None
+    lines = []
+    for name, data in runs:
+        rows = [r for r in data["results"] if ok(r)]
+        torch_rows = {(r["shape"], r["tokens"], r["case"]): r for r in rows if r["variant"] == "torch"}
+        table = []
+        for r in rows:
+            theirs = torch_rows.get((r["shape"], r["tokens"], r["case"]))
+            against = [ratio(r[k] / theirs[k]) if theirs else "-" for k in ("cycles", "dram_read_bytes")]
+            table.append([r["shape"], str(r["tokens"]), r["case"], r["variant"], f2(r["cycles"] / 1e6),
+                          f0(r["sm_hz"] / 1e6), f2(r["dram_read_bytes"] / 1e9), f2(r["l2_bytes"] / 1e9),
+                          pct(r["l2_hit"]), *against])
+        machine = data["machine"]
+        lines += [f"Nsight Compute at the base SM clock (`ncu --clock-control base`), one call of `python -m "
+                  "benchmarks.profile_w7 <shape> <tokens> <case> <variant>` each, its longest kernel, at "
+                  f"`{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')} (`{name}.json`; the reports "
+                  f"in `{data['config'].get('reports')}`; `python -m benchmarks.ncu_w7` runs the same). Ratios: "
+                  "the variant's over torch's:", "",
+                  md_table(["shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read, GB", "L2, GB",
+                            "L2 hit rate", "cycles / torch's", "DRAM read / torch's"], table), ""]
+    return "\n".join(lines)

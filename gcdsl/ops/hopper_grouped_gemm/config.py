@@ -83,6 +83,15 @@ RAGGED_MODES = ("m", "k", "batch")
 # picks).
 TILE_ORDERS = ("m", "n", "m_partial_last", "m_blocks")
 M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
+# The L2 eviction priority the mainloop's TMA loads of A and B ask for
+# (`GemmConfig.load_policy`), as PTX `createpolicy` values (CUTLASS's CacheHintSm90).
+# "default" passes none to `cute.copy`, which then issues each load's `.L2::cache_hint`
+# with a policy of 0; CUTLASS's C++ kernels pass EVICT_NORMAL. On the DeepSeek-V3 gate-up
+# GEMMs this kernel read 1.7x to 1.9x the DRAM bytes of torch's CUTLASS kernel in the
+# same cycles (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel"): the
+# policies here are what `w7_training.py --load-policies` times against that default.
+LOAD_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
+                 "evict_last": 0x14F0000000000000}
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
 B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
@@ -135,6 +144,7 @@ class GemmConfig:
     # where a few groups make few tiles (an expert layer's down GEMM at decode).
     split_k: int = 1
     tile_order: str = "m"  # (TILE_ORDERS)
+    load_policy: str = "default"  # (LOAD_POLICIES)
 
     @property
     def tile_m(self) -> int:
@@ -197,6 +207,8 @@ class GemmConfig:
             problems.append(f"tile order {self.tile_order!r} is not one of {TILE_ORDERS}")
         elif self.tile_order != "m" and self.ragged != "m":
             problems.append("the tile orders are built for ragged M (ragged K and a batch have their own)")
+        if self.load_policy not in LOAD_POLICIES:
+            problems.append(f"load policy {self.load_policy!r} is not one of {tuple(LOAD_POLICIES)}")
         if self.split_k < 1:
             problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
         elif self.split_k > 1:

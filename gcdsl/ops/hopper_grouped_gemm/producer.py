@@ -9,7 +9,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
 from ...lower._dsl import tma_load_2d_by_this_thread, trap_unless
-from .config import A_SHORT_BOX_ROWS, PHASES
+from .config import A_SHORT_BOX_ROWS, LOAD_POLICIES, PHASES
 
 # How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
 # traps (`Producer.wait_for_group`): far above any real wait, which lasts one GEMM at most.
@@ -114,20 +114,28 @@ class Producer:
                 if cutlass.const_expr(tma_a_rows is not None):
                     self.load_gathered_rows(tma_a_rows, sA_rows, state.index, full, kk, rows_in_tile, lane_rows)
                 elif cutlass.const_expr(tma_a_short is None):
-                    cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full)
+                    cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, state.index)], tma_bar_ptr=full,
+                              cache_policy=self.load_policy())
                 else:
                     self.load_a_in_short_boxes(tma_a, tAgA, tAsA, tma_a_short, tAgA_short, tAsA_short, short_boxes,
                                                state.index, full, kk)
                 if cutlass.const_expr(cluster_m > 1):
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
-                              mcast_mask=both_ctas)
+                              mcast_mask=both_ctas, cache_policy=self.load_policy())
                 else:
-                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full)
+                    cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
+                              cache_policy=self.load_policy())
                 state.advance()
             tile = self.next_item(tile, num_clusters, deal)
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
+
+    def load_policy(self) -> Optional[cutlass.Int64]:
+        """The L2 policy of the TMA loads of A and B (`GemmConfig.load_policy`); None leaves
+        it to `cute.copy`. (A gathered row by row, `load_gathered_rows`, asks for none.)"""
+        value = LOAD_POLICIES[self.config.load_policy]
+        return None if value is None else cutlass.Int64(value)
 
     @cute.jit
     def tile_first_row(self, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32) -> cutlass.Int32:
@@ -182,13 +190,13 @@ class Producer:
         if short_boxes == 0:
             with cute.arch.elect_one():
                 cute.arch.mbarrier_expect_tx(full, self.a_tile_bytes)
-            cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, stage)], tma_bar_ptr=full)
+            cute.copy(tma_a, tAgA[(None, kk)], tAsA[(None, stage)], tma_bar_ptr=full, cache_policy=self.load_policy())
         else:
             with cute.arch.elect_one():
                 cute.arch.mbarrier_expect_tx(full, short_boxes * self.a_short_box_bytes)
             for box in cutlass.range(short_boxes, unroll=1):
                 cute.copy(tma_a_short, tAgA_short[(None, box, kk)], tAsA_short[(None, box, 0, stage)],
-                          tma_bar_ptr=full)
+                          tma_bar_ptr=full, cache_policy=self.load_policy())
 
     @cute.jit
     def lane_row_indices(self, row_index: cute.Tensor, first_row: cutlass.Int32, rows_in_tile: cutlass.Int32):
