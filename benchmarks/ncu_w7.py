@@ -36,6 +36,7 @@ VARIANTS = "torch,gcdsl"
 SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis")
 METRICS = ("dram__bytes_read.sum", "lts__t_bytes.sum")
 SOL, MEMORY, COMMAND_LINE = "GPU Speed Of Light Throughput", "Memory Workload Analysis", "Command line profiler metrics"
+HEADERS = ("shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read GB", "L2 GB", "L2 hit %")
 
 
 def points(text: str) -> List[Tuple[str, int, str]]:
@@ -102,10 +103,8 @@ def run(args, machine: Dict[str, Any]) -> Report:
             rows.append([shape, tokens, case, variant, f"{row['cycles'] / 1e6:.2f}", f"{row['sm_hz'] / 1e6:.0f}",
                          f"{row['dram_read_bytes'] / 1e9:.2f}", f"{row['l2_bytes'] / 1e9:.2f}",
                          f"{100 * row['l2_hit']:.1f}"])
-            print(table(["shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read GB", "L2 GB",
-                         "L2 hit %"], rows[-1:]), flush=True)
-    print("\n" + table(["shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read GB", "L2 GB",
-                        "L2 hit %"], rows))
+            print(" ".join(map(str, rows[-1])), flush=True)
+    print("\n" + table(HEADERS, rows))
     return report
 
 

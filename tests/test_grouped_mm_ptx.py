@@ -6,6 +6,8 @@
   case of `torch._grouped_mm` and both majors of A and B;
 - every change of a full barrier's expected bytes (the producer's arrive, the A bytes
   it adds for short boxes) by one elected lane;
+- each TMA load of A and B asks L2 for the configured policy (`GemmConfig.load_policy`;
+  by default `cute.copy`'s own, 0);
 - nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
   proxy fence); the only global loads are those of `offs`, one per group a lane holds,
   all issued before the schedule's first shuffle;

@@ -142,9 +142,9 @@ def region_profile_host(results: Results) -> Optional[str]:
             if not (theirs and ours):
                 continue
             cells = [shape, str(tokens)]
-            for key in ("wall_us", "gemm_host_us", "elsewhere_us"):
-                t, g = (r[key] if key != "elsewhere_us" else r["host_us"] - r["gemm_host_us"] for r in (theirs, ours))
-                cells += [f1(t), f1(g), ratio(t / g)]
+            for part in (lambda r: r["wall_us"], lambda r: r["gemm_host_us"],
+                         lambda r: r["host_us"] - r["gemm_host_us"]):  # the layer, in the GEMM calls, elsewhere
+                cells += [f1(part(theirs)), f1(part(ours)), ratio(part(theirs) / part(ours))]
             table.append(cells)
         config, machine = data["config"], data["machine"]
         flag = " --cprofile" if any(r.get("cprofile") for r in data["results"]) else ""
