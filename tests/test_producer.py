@@ -78,7 +78,8 @@ def test_a_partial_tile_loads_the_short_boxes_that_cover_its_rows_on_a_simulated
     install(monkeypatch, producer)
     copies = []
 
-    def copy(atom, source, destination, tma_bar_ptr):
+    def copy(atom, source, destination, tma_bar_ptr, cache_policy):
+        assert cache_policy is None  # the default configuration leaves the L2 policy to cute.copy
         if Threads.current().lane() == 0:  # (a TMA copy is issued by one elected lane)
             copies.append((atom.name, _coordinate(source, atom.source), _coordinate(destination, atom.stage)))
             _mbarrier(tma_bar_ptr).transfer(-atom.bytes)
