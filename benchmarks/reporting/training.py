@@ -343,16 +343,14 @@ def region_profile_layer(results: Results) -> Optional[str]:
 def region_w7_ncu(results: Results) -> Optional[str]:
     """Every `W7_ncu*.json` (`benchmarks/ncu_w7.py`): W7 GEMMs under Nsight Compute at the
     base SM clock, torch's kernel beside gcdsl's: cycles, DRAM and L2 traffic."""
-    runs = [(name, data) for name, data in results.items() if name.startswith("W7_ncu")]
+    runs = _side_runs(results, "W7_ncu")
     if not runs:
         return None
     lines = []
-    for name, data in runs:
-        rows = [r for r in data["results"] if ok(r)]
-        torch_rows = {(r["shape"], r["tokens"], r["case"]): r for r in rows if r["variant"] == "torch"}
+    for name, data, rows in runs:
         table = []
-        for r in rows:
-            theirs = torch_rows.get((r["shape"], r["tokens"], r["case"]))
+        for r in rows.values():
+            theirs = rows.get((r["shape"], r["tokens"], r["case"], "torch"))
             against = [ratio(r[k] / theirs[k]) if theirs else "-" for k in ("cycles", "dram_read_bytes")]
             table.append([r["shape"], str(r["tokens"]), r["case"], r["variant"], f2(r["cycles"] / 1e6),
                           f0(r["sm_hz"] / 1e6), f2(r["dram_read_bytes"] / 1e9), f2(r["l2_bytes"] / 1e9),
