@@ -5,7 +5,7 @@
 
 For each point and variant, `ncu --clock-control base` profiles one call of
 `benchmarks.profile_w7` (its third: the first two compile and warm up), and the text
-report is kept under results/ncu_w7/. With every kernel at the same SM clock, elapsed
+report is kept under results/ncu_w7/<the JSON's name>/. With every kernel at the same SM clock, elapsed
 cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the L2 hit rate
 say how much each moves. Under the power limit that compute-bound GEMMs run at, moving
 more draws more power and leaves the SMs a lower clock, which cycles at a fixed clock do
@@ -27,7 +27,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from benchmarks.harness import ERROR, OK, RESULTS, Report, add_json_flag, main_on_gpu, table  # noqa: E402
+from benchmarks.harness import ERROR, OK, Report, add_json_flag, main_on_gpu, table  # noqa: E402
 from benchmarks.reporting import ncu  # noqa: E402
 from benchmarks.w7_training import CASES, SHAPES  # noqa: E402  (imports no DSL)
 
@@ -53,7 +53,7 @@ def points(text: str) -> List[Tuple[str, int, str]]:
 
 
 def report_name(shape: str, tokens: int, case: str, variant: str) -> str:
-    """The kept report's file name under results/ncu_w7/."""
+    """The kept report's file name in its run's folder (`reports_folder`)."""
     return f"{shape}_{tokens}_{case}_{variant}".replace(" ", "-") + ".txt"
 
 
@@ -81,11 +81,18 @@ def profile(shape: str, tokens: int, case: str, variant: str) -> str:
     return proc.stdout
 
 
+def reports_folder(json_name: str) -> str:
+    """Where a run kept as `json_name`.json keeps its reports, relative to benchmarks/: a
+    folder of its own, so that runs of the same variants keep theirs apart."""
+    return f"results/ncu_w7/{json_name}/"
+
+
 def run(args, machine: Dict[str, Any]) -> Report:
+    folder = reports_folder(args.json or "W7_ncu")
     report = Report("W7_ncu", "W7 GEMMs under Nsight Compute at the base SM clock: cycles and memory traffic",
                     config={"clock_control": "base", "sections": list(SECTIONS), "metrics": list(METRICS),
-                            "reports": "results/ncu_w7/"})
-    kept = os.path.join(RESULTS, "ncu_w7")
+                            "reports": folder})
+    kept = os.path.join(HERE, folder)
     os.makedirs(kept, exist_ok=True)
     rows = []
     for shape, tokens, case in args.points:

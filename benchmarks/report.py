@@ -111,6 +111,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "profile-layer": training.region_profile_layer,
     "W7-ncu": training.region_w7_ncu,
     "W7-orders": training.region_w7_orders,
+    "W7-policies": training.region_w7_policies,
     "W8": fused_moe.region_w8,
     "W8-h100": fused_moe.region_w8_h100,
     "W8-decode": fused_moe.region_w8_decode,

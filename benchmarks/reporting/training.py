@@ -286,6 +286,33 @@ def region_w7_orders(results: Results) -> Optional[str]:
     return "\n".join(text[:-1])
 
 
+POLICIES = ("evict_normal", "evict_last")  # `w7_training.py --load-policies`: "gcdsl <policy>-policy"
+
+
+def region_w7_policies(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --load-policies` (W7_policies*.json): gcdsl with its
+    loads of A and B asking L2 for each policy, beside its default and torch."""
+    runs = _side_runs(results, "W7_policies")
+    if not runs:
+        return None
+    text = []
+    variants = ("torch", "gcdsl", *(f"gcdsl {p}-policy" for p in POLICIES))
+    for name, source, rows in runs:
+        table = []
+        for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
+            got = {v: rows.get((s, t, case, v)) for v in variants}
+            if not all(got.values()):
+                continue
+            us = [got[v]["us"] for v in variants]
+            table.append([s, str(t), case, *map(f1, us), *(ratio(us[1] / u) for u in us[2:]), ratio(us[0] / us[1])])
+        text += [_side_run_command(name, source, "--load-policies", table) + " Device microseconds, median of "
+                 "the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
+                 "that policy (above 1, the policy is faster):", "",
+                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *(f"{p}" for p in POLICIES),
+                           *(f"default / {p}" for p in POLICIES), "torch / gcdsl"], table), ""]
+    return "\n".join(text[:-1])
+
+
 def readme_sentences(results: Results) -> List[str]:
     if "W7" not in results:
         return []
