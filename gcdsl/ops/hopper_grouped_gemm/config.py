@@ -87,9 +87,10 @@ M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
 # (`GemmConfig.load_policy`), as PTX `createpolicy` values (CUTLASS's CacheHintSm90).
 # "default" passes none to `cute.copy`, which then issues each load's `.L2::cache_hint`
 # with a policy of 0; CUTLASS's C++ kernels pass EVICT_NORMAL. On the DeepSeek-V3 gate-up
-# GEMMs this kernel read 1.7x to 1.9x the DRAM bytes of torch's CUTLASS kernel in the
-# same cycles (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel"): the
-# policies here are what `w7_training.py --load-policies` times against that default.
+# GEMMs this kernel read 1.7x to 2.0x the DRAM bytes of torch's CUTLASS kernel in the
+# same cycles, and neither EVICT_NORMAL nor EVICT_LAST changed that or its time
+# (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel" and "The loads' L2
+# policy"), so the default stays; `w7_training.py --load-policies` times them.
 LOAD_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
                  "evict_last": 0x14F0000000000000}
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
