@@ -1,12 +1,13 @@
 """W7's grouped GEMMs under Nsight Compute, torch's kernel beside gcdsl's, the SM clock fixed.
 
     python -m benchmarks.ncu_w7 [--points "deepseek-v3-ep8 4096 w13 forward,..."]
-                                [--variants "torch,gcdsl,gcdsl evict_normal-policy"] [--json NAME]
+                                [--variants "torch,gcdsl,gcdsl evict_normal-policy"] [--even] [--json NAME]
 
 For each point and variant, `ncu --clock-control base` profiles one call of
 `benchmarks.profile_w7` (its third: the first two compile and warm up), and the text
-report is kept under results/ncu_w7/<the JSON's name>/. With every kernel at the same SM clock, elapsed
-cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the L2 hit rate
+report is kept under results/ncu_w7/<the JSON's name>/. With `--even` every expert gets
+the same number of rows instead of the router's counts. With every kernel at the same
+SM clock, elapsed cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the L2 hit rate
 say how much each moves. Under the power limit that compute-bound GEMMs run at, moving
 more draws more power and leaves the SMs a lower clock, which cycles at a fixed clock do
 not show and W7's timed runs do. Variants are `w7_training.grouped`'s; torch's call runs
@@ -70,11 +71,11 @@ def summary(text: str) -> Dict[str, Any]:
             "l2_hit": ncu.percent(kernel, MEMORY, "L2 Hit Rate")}
 
 
-def profile(shape: str, tokens: int, case: str, variant: str) -> str:
-    """ncu's text report of one call of `variant`."""
+def profile(shape: str, tokens: int, case: str, variant: str, routing: str = "routed") -> str:
+    """ncu's text report of one call of `variant` (`routing`: `profile_w7`'s)."""
     cmd = ["ncu", "--profile-from-start", "off", "--clock-control", "base",
            *(arg for s in SECTIONS for arg in ("--section", s)), "--metrics", ",".join(METRICS),
-           sys.executable, "-m", "benchmarks.profile_w7", shape, str(tokens), case, variant]
+           sys.executable, "-m", "benchmarks.profile_w7", shape, str(tokens), case, variant, routing]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0:
         raise RuntimeError(f"ncu exited {proc.returncode}: {(proc.stdout + proc.stderr)[-2000:]}")
@@ -87,11 +88,16 @@ def reports_folder(json_name: str) -> str:
     return f"results/ncu_w7/{json_name}/"
 
 
+def routing(args) -> str:
+    """How the experts' rows are counted: the router's ("routed"), or equal ("even")."""
+    return "even" if args.even else "routed"
+
+
 def run(args, machine: Dict[str, Any]) -> Report:
     folder = reports_folder(args.json or "W7_ncu")
     report = Report("W7_ncu", "W7 GEMMs under Nsight Compute at the base SM clock: cycles and memory traffic",
                     config={"clock_control": "base", "sections": list(SECTIONS), "metrics": list(METRICS),
-                            "reports": folder})
+                            "reports": folder, "routing": routing(args)})
     kept = os.path.join(HERE, folder)
     os.makedirs(kept, exist_ok=True)
     rows = []
@@ -99,7 +105,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
         for variant in args.variants.split(","):
             point = dict(shape=shape, tokens=tokens, case=case, variant=variant)
             try:
-                text = profile(shape, tokens, case, variant)
+                text = profile(shape, tokens, case, variant, routing(args))
                 with open(os.path.join(kept, report_name(shape, tokens, case, variant)), "w") as f:
                     f.write(text)
                 row = report.add(**point, status=OK, **summary(text))
@@ -119,8 +125,15 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--points", default=POINTS, type=points, help='comma-separated "shape tokens case"')
     p.add_argument("--variants", default=VARIANTS, help="comma-separated w7_training.grouped variants")
+    p.add_argument("--even", action="store_true",
+                   help="every expert the same number of rows (tokens x top-k a multiple of the experts)")
     add_json_flag(p, "W7_ncu")
-    return main_on_gpu("ncu_w7", run, p.parse_args(argv))
+    args = p.parse_args(argv)
+    for shape, tokens, _ in args.points if args.even else ():
+        if tokens * SHAPES[shape].top_k % SHAPES[shape].experts:
+            p.error(f"--even: {shape} at {tokens} tokens routes {tokens * SHAPES[shape].top_k} rows, not a multiple "
+                    f"of its {SHAPES[shape].experts} experts")
+    return main_on_gpu("ncu_w7", run, args)
 
 
 if __name__ == "__main__":

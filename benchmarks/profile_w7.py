@@ -8,7 +8,8 @@ Variants are W7's (`w7_training.grouped`): torch, gcdsl, quack, cooperative,
 "gcdsl <schedule> <tile_n>" forced, and "gcdsl m-order" or "gcdsl n-order" (the tile
 order forced). The data is W7's (`w7_training.Cases`). Three calls
 (the first compiles); only the third runs inside the profiler's range, so every kernel
-the profiler reports is the variant's own.
+the profiler reports is the variant's own. A fifth argument "even" gives every expert the
+same number of rows (`Cases(..., even=True)`) instead of the router's counts.
 """
 import sys
 
@@ -18,8 +19,10 @@ from benchmarks.moe_layer import SHAPES
 from benchmarks.w7_training import Cases, grouped
 
 
-def main(shape: str, tokens: str, case: str, variant: str) -> None:
-    c = Cases(SHAPES[shape], int(tokens))
+def main(shape: str, tokens: str, case: str, variant: str, routing: str = "routed") -> None:
+    if routing not in ("routed", "even"):
+        raise SystemExit(f"routing {routing!r}: expected routed or even")
+    c = Cases(SHAPES[shape], int(tokens), even=routing == "even")
     a, b = c.operands[case]
     for _ in range(2):
         grouped(variant, a, b, c.offs)
@@ -31,4 +34,4 @@ def main(shape: str, tokens: str, case: str, variant: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:6])

@@ -135,9 +135,12 @@ def reference(a, b, offs):
 
 
 class Cases:
-    """One (shape, tokens): the routed operands of the six GEMMs of a training step."""
+    """One (shape, tokens): the routed operands of the six GEMMs of a training step. With
+    `even`, every expert gets the same number of the routed rows (tokens * top-k / experts,
+    which must be whole): the same operands under `offs` of equal groups, for profiling
+    against the routed ones."""
 
-    def __init__(self, shape, tokens: int, seed: int = 0) -> None:
+    def __init__(self, shape, tokens: int, seed: int = 0, even: bool = False) -> None:
         import torch
         import torch.nn.functional as F
 
@@ -146,6 +149,12 @@ class Cases:
         g = torch.Generator(device="cuda").manual_seed(seed + 1)
         x = torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
         _, ids, self.offs = route(x, w.router, shape.top_k)
+        if even:
+            rows, experts = tokens * shape.top_k, shape.experts
+            if rows % experts:
+                raise ValueError(f"{tokens} tokens x top-{shape.top_k} make {rows} rows, not a multiple of "
+                                 f"{experts} experts: no even routing")
+            self.offs = torch.arange(1, experts + 1, device="cuda", dtype=torch.int32) * (rows // experts)
         xs = x[ids.flatten().argsort(stable=True) // shape.top_k]  # (T k, H), grouped by expert
         h = torch._grouped_mm(xs, w.w13.transpose(-2, -1), offs=self.offs)  # (T k, 2I)
         gate, up = h.chunk(2, dim=-1)

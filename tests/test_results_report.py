@@ -249,6 +249,11 @@ def test_w7_ncu_rows_are_their_kept_reports_longest_kernels(results):
             elif row["variant"] != "quack":
                 assert len(kernels) == 1 and "grouped_gemm" in row["kernel"].lower()
             assert f"| {row['case']} | {row['variant']} | {fmt.f2(row['cycles'] / 1e6)} |" in text
+    name, data = next(iter(runs.items()))  # a run with every expert's rows equal says so
+    even = dict(data, config=dict(data["config"], routing="even"))
+    text = training.region_w7_ncu({name: even})
+    assert "<variant> even` each, every expert given the same number of rows," in text
+    assert "`python -m benchmarks.ncu_w7 --even`" in text and " even`" not in training.region_w7_ncu({name: data})
     assert ncu.byte_count({"sections": {"s": {"m": ("Mbyte", 1.5)}}}, "s", "m") == 1.5e6
     with pytest.raises(KeyError, match="not a byte count"):
         ncu.byte_count({"sections": {"s": {"m": ("cycle", 1.0)}}}, "s", "m")

@@ -383,11 +383,16 @@ def region_w7_ncu(results: Results) -> Optional[str]:
                           f0(r["sm_hz"] / 1e6), f2(r["dram_read_bytes"] / 1e9), f2(r["l2_bytes"] / 1e9),
                           pct(r["l2_hit"]), *against])
         machine = data["machine"]
+        even = data["config"].get("routing") == "even"
         lines += [f"Nsight Compute at the base SM clock (`ncu --clock-control base`), one call of `python -m "
-                  "benchmarks.profile_w7 <shape> <tokens> <case> <variant>` each, its longest kernel, at "
+                  f"benchmarks.profile_w7 <shape> <tokens> <case> <variant>{' even' if even else ''}` each"
+                  f"{', every expert given the same number of rows' if even else ''}, its longest kernel, at "
                   f"`{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')} (`{name}.json`; the reports "
-                  f"in `{data['config'].get('reports')}`; `python -m benchmarks.ncu_w7` runs the same). Ratios: "
+                  f"in `{data['config'].get('reports')}`; `python -m benchmarks.ncu_w7{' --even' if even else ''}` "
+                  "runs the same). Ratios: "
                   "the variant's over torch's:", "",
                   md_table(["shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read, GB", "L2, GB",
                             "L2 hit rate", "cycles / torch's", "DRAM read / torch's"], table), ""]
+        if data.get("notes"):
+            lines += [" ".join(data["notes"]), ""]
     return "\n".join(lines)
