@@ -6,11 +6,11 @@
 For each point and variant, `ncu --clock-control base` profiles one call of
 `benchmarks.profile_w7` (its third: the first two compile and warm up), and the text
 report is kept under results/ncu_w7/<the JSON's name>/. With `--even` every expert gets
-the same number of rows instead of the router's counts. With every kernel at the same
-SM clock, elapsed cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the L2 hit rate
-say how much each moves. Under the power limit that compute-bound GEMMs run at, moving
-more draws more power and leaves the SMs a lower clock, which cycles at a fixed clock do
-not show and W7's timed runs do. Variants are `w7_training.grouped`'s; torch's call runs
+the same number of rows instead of the router's counts. With every kernel at the same SM
+clock, elapsed cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the
+L2 hit rate say how much each moves. Under the power limit that compute-bound GEMMs run
+at, moving more draws more power and leaves the SMs a lower clock, which cycles at a
+fixed clock do not show and W7's timed runs do. Variants are `w7_training.grouped`'s; torch's call runs
 a setup kernel before its GEMM, and each row is the variant's longest kernel.
 
 Writes benchmarks/results/W7_ncu.json (with `--json NAME`, NAME.json).

@@ -308,7 +308,7 @@ def region_w7_policies(results: Results) -> Optional[str]:
         text += [_side_run_command(name, source, "--load-policies", table) + " Device microseconds, median of "
                  "the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
                  "that policy (above 1, the policy is faster):", "",
-                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *(f"{p}" for p in POLICIES),
+                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *POLICIES,
                            *(f"default / {p}" for p in POLICIES), "torch / gcdsl"], table), ""]
     return "\n".join(text[:-1])
 
