@@ -30,7 +30,7 @@ if ROOT not in sys.path:
 
 from benchmarks.harness import ERROR, OK, Report, add_json_flag, main_on_gpu, table  # noqa: E402
 from benchmarks.reporting import ncu  # noqa: E402
-from benchmarks.w7_training import CASES, SHAPES  # noqa: E402  (imports no DSL)
+from benchmarks.w7_training import CASES, SHAPES, even_rows  # noqa: E402  (imports no DSL)
 
 POINTS = "deepseek-v3-ep8 4096 w13 forward,deepseek-v3-ep8 16384 w13 input grad"
 VARIANTS = "torch,gcdsl"
@@ -130,9 +130,10 @@ def main(argv=None) -> int:
     add_json_flag(p, "W7_ncu")
     args = p.parse_args(argv)
     for shape, tokens, _ in args.points if args.even else ():
-        if tokens * SHAPES[shape].top_k % SHAPES[shape].experts:
-            p.error(f"--even: {shape} at {tokens} tokens routes {tokens * SHAPES[shape].top_k} rows, not a multiple "
-                    f"of its {SHAPES[shape].experts} experts")
+        try:
+            even_rows(SHAPES[shape], tokens)
+        except ValueError as exc:
+            p.error(f"--even: {shape}: {exc}")
     return main_on_gpu("ncu_w7", run, args)
 
 

@@ -81,7 +81,8 @@ FORCED = tuple(f"gcdsl {schedule} {tile_n}{pairs}" for schedule, tile_n, pairs i
 # gcdsl with its heuristics' tiles and cluster, the tile order forced (`--orders`)
 ORDERS = ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order", "gcdsl m_blocks-order")
 # ... and its loads of A and B asking L2 for a policy other than `cute.copy`'s own (`--load-policies`)
-LOAD_POLICY_VARIANTS = ("gcdsl evict_normal-policy", "gcdsl evict_last-policy")
+TIMED_LOAD_POLICIES = ("evict_normal", "evict_last")
+LOAD_POLICY_VARIANTS = tuple(f"gcdsl {policy}-policy" for policy in TIMED_LOAD_POLICIES)
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
@@ -134,6 +135,16 @@ def reference(a, b, offs):
     return torch.cat([a[s:e].float() @ b[g].float() for g, (s, e) in enumerate(zip(bounds, bounds[1:]))])
 
 
+def even_rows(shape, tokens: int) -> int:
+    """The rows each expert of `shape` gets when `tokens` tokens' routed rows are shared
+    out equally (`Cases(..., even=True)`); ValueError where they cannot be."""
+    rows, experts = tokens * shape.top_k, shape.experts
+    if rows % experts:
+        raise ValueError(f"{tokens} tokens x top-{shape.top_k} make {rows} rows, not a multiple of "
+                         f"{experts} experts: no even routing")
+    return rows // experts
+
+
 class Cases:
     """One (shape, tokens): the routed operands of the six GEMMs of a training step. With
     `even`, every expert gets the same number of the routed rows (tokens * top-k / experts,
@@ -150,11 +161,7 @@ class Cases:
         x = torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
         _, ids, self.offs = route(x, w.router, shape.top_k)
         if even:
-            rows, experts = tokens * shape.top_k, shape.experts
-            if rows % experts:
-                raise ValueError(f"{tokens} tokens x top-{shape.top_k} make {rows} rows, not a multiple of "
-                                 f"{experts} experts: no even routing")
-            self.offs = torch.arange(1, experts + 1, device="cuda", dtype=torch.int32) * (rows // experts)
+            self.offs = torch.arange(1, shape.experts + 1, device="cuda", dtype=torch.int32) * even_rows(shape, tokens)
         xs = x[ids.flatten().argsort(stable=True) // shape.top_k]  # (T k, H), grouped by expert
         h = torch._grouped_mm(xs, w.w13.transpose(-2, -1), offs=self.offs)  # (T k, 2I)
         gate, up = h.chunk(2, dim=-1)

@@ -286,17 +286,16 @@ def region_w7_orders(results: Results) -> Optional[str]:
     return "\n".join(text[:-1])
 
 
-POLICIES = ("evict_normal", "evict_last")  # `w7_training.py --load-policies`: "gcdsl <policy>-policy"
-
-
 def region_w7_policies(results: Results) -> Optional[str]:
     """The runs of `w7_training.py --load-policies` (W7_policies*.json): gcdsl with its
     loads of A and B asking L2 for each policy, beside its default and torch."""
+    from ..w7_training import LOAD_POLICY_VARIANTS, TIMED_LOAD_POLICIES as policies
+
     runs = _side_runs(results, "W7_policies")
     if not runs:
         return None
     text = []
-    variants = ("torch", "gcdsl", *(f"gcdsl {p}-policy" for p in POLICIES))
+    variants = ("torch", "gcdsl", *LOAD_POLICY_VARIANTS)
     for name, source, rows in runs:
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
@@ -308,8 +307,8 @@ def region_w7_policies(results: Results) -> Optional[str]:
         text += [_side_run_command(name, source, "--load-policies", table) + " Device microseconds, median of "
                  "the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
                  "that policy (above 1, the policy is faster):", "",
-                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *POLICIES,
-                           *(f"default / {p}" for p in POLICIES), "torch / gcdsl"], table), ""]
+                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *policies,
+                           *(f"default / {p}" for p in policies), "torch / gcdsl"], table), ""]
     return "\n".join(text[:-1])
 
 
