@@ -165,8 +165,10 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t256_g8_partial_last_pairs": dict(tile_order="m_partial_last"),
     # a group's M-steps fastest in blocks of them (DeepSeek-V3's gate-up forward, in pairs)
     "grouped_gemm_bf16_t256_g32_mblocks_pairs": dict(tile_order="m_blocks"),
-    # ... its N-tiles fastest with its loads asking L2 for EVICT_NORMAL (`LOAD_POLICIES`)
+    # ... its N-tiles fastest with its loads asking L2 for EVICT_NORMAL (`L2_POLICIES`)
     "grouped_gemm_bf16_t256_g32_norder_evict_normal_pairs": dict(tile_order="n", load_policy="evict_normal"),
+    # ... B N-major (DeepSeek-V3's gate-up input gradient), its stores asking L2 for EVICT_FIRST
+    "grouped_gemm_bf16_t256_g32_bn_evict_first_store_pairs": dict(b_major="n", store_policy="evict_first"),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
     # ping-pong at wide N, where experts average one to four M-tiles of rows: Mixtral's
     # gate-up forward, and DeepSeek-V3's gate-up input gradient (B N-major)
@@ -216,6 +218,8 @@ GROUPED_GEMM_CASES = {
                                                      dict(n=4096, k=7168, cluster_m=2)),
         "grouped_gemm_bf16_t256_g32_norder_evict_normal_pairs": (("BFloat16", "BFloat16", 32, 256),
                                                                  dict(n=4096, k=7168, cluster_m=2)),
+        "grouped_gemm_bf16_t256_g32_bn_evict_first_store_pairs": (("BFloat16", "BFloat16", 32, 256),
+                                                                  dict(n=7168, k=4096, cluster_m=2)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_g8_pingpong_wide": (("BFloat16", "BFloat16", 8, 192), dict(n=28672, k=4096)),
         "grouped_gemm_bf16_t192_g32_bn_pingpong": (("BFloat16", "BFloat16", 32, 192), dict(n=7168, k=4096)),

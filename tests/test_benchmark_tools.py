@@ -239,9 +239,10 @@ def test_w6_eager_batches_last_at_least_the_asked_time():
     assert (args.calls, args.eager_batch_ms) == (20, 20.0)
 
 
-def test_w7_load_policy_variants_force_the_policy_through_grouped_mm_into(monkeypatch):
-    """`w7_training --load-policies`: each variant runs gcdsl's pick with its loads' L2
-    policy forced, a name of `hopper_grouped_gemm.LOAD_POLICIES`; no training step."""
+def test_w7_l2_policy_variants_force_the_policy_through_grouped_mm_into(monkeypatch):
+    """`w7_training --load-policies` and `--store-policies`: each variant runs gcdsl's pick
+    with its loads' or its stores' L2 policy forced, a name of
+    `hopper_grouped_gemm.L2_POLICIES`; no training step."""
     import importlib
 
     from benchmarks import w7_training
@@ -249,7 +250,7 @@ def test_w7_load_policy_variants_force_the_policy_through_grouped_mm_into(monkey
     pytest.importorskip("cutlass")
     import torch
 
-    from gcdsl.ops.hopper_grouped_gemm import LOAD_POLICIES
+    from gcdsl.ops.hopper_grouped_gemm import L2_POLICIES
 
     gm, cases = importlib.import_module("gcdsl.ops.grouped_mm"), importlib.import_module("gcdsl.ops.grouped_cases")
     seen = []
@@ -258,9 +259,10 @@ def test_w7_load_policy_variants_force_the_policy_through_grouped_mm_into(monkey
     monkeypatch.setattr(cases, "describe", lambda *args: no_output)
     a, b = torch.zeros(64, 128, dtype=torch.bfloat16), torch.zeros(2, 128, 256, dtype=torch.bfloat16)
     offs = torch.tensor([32, 64], dtype=torch.int32)
-    for variant in w7_training.LOAD_POLICY_VARIANTS:
+    for variant in (*w7_training.LOAD_POLICY_VARIANTS, *w7_training.STORE_POLICY_VARIANTS):
         w7_training.grouped(variant, a, b, offs)
-    assert seen == [dict(load_policy="evict_normal"), dict(load_policy="evict_last")]
-    assert all(o["load_policy"] in LOAD_POLICIES for o in seen)
-    args = w7_training.parse_args(["--load-policies"])
-    assert args.load_policies and not args.no_step  # (`run` turns the step off)
+    assert seen == [dict(load_policy="evict_normal"), dict(load_policy="evict_last"),
+                    dict(store_policy="evict_first"), dict(store_policy="evict_normal")]
+    assert all(policy in L2_POLICIES for o in seen for policy in o.values())
+    args = w7_training.parse_args(["--load-policies", "--store-policies"])
+    assert args.load_policies and args.store_policies and not args.no_step  # (`run` turns the step off)

@@ -282,15 +282,18 @@ def test_the_configuration_refuses_an_unknown_tile_order_and_the_n_order_without
                        tile_order="m_partial_last")
 
 
-def test_the_configuration_refuses_an_unknown_load_policy():
+def test_the_configuration_refuses_an_unknown_l2_policy():
     import cutlass
     from gcdsl.ops import hopper_grouped_gemm as hgg
 
-    assert hgg.LOAD_POLICIES["default"] is None  # cute.copy's own
-    assert hgg.LOAD_POLICIES["evict_normal"] == 0x1000000000000000  # CUTLASS's CacheHintSm90::EVICT_NORMAL
+    assert hgg.L2_POLICIES["default"] is None  # cute.copy's own
+    assert hgg.L2_POLICIES["evict_normal"] == 0x1000000000000000  # CUTLASS's CacheHintSm90::EVICT_NORMAL
     hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, load_policy="evict_last")
     with pytest.raises(ValueError, match="load policy 'keep' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, load_policy="keep")
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, store_policy="evict_first")
+    with pytest.raises(ValueError, match="store policy 'keep' is not one of"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, store_policy="keep")
 
 
 def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
@@ -544,12 +547,13 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
     assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last', 'm_blocks')" in info.value.message
 
 
-def test_an_unknown_load_policy_is_refused_at_the_callers_line():
+@pytest.mark.parametrize("param", ["load_policy", "store_policy"])
+def test_an_unknown_l2_policy_is_refused_at_the_callers_line(param):
     a, b, offs = _inputs()
     with pytest.raises(GcdslError) as info:
-        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), load_policy="keep")
-    assert info.value.param == "load_policy" and info.value.location.filename == __file__
-    assert "load_policy 'keep' is not one of ('default', 'evict_normal', 'evict_first', 'evict_last')" \
+        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), **{param: "keep"})
+    assert info.value.param == param and info.value.location.filename == __file__
+    assert f"{param} 'keep' is not one of ('default', 'evict_normal', 'evict_first', 'evict_last')" \
         in info.value.message
 
 

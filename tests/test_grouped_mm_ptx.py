@@ -6,8 +6,8 @@
   case of `torch._grouped_mm` and both majors of A and B;
 - every change of a full barrier's expected bytes (the producer's arrive, the A bytes
   it adds for short boxes) by one elected lane;
-- each TMA load of A and B asks L2 for the configured policy (`GemmConfig.load_policy`;
-  by default `cute.copy`'s own, 0);
+- each TMA load of A and B, and each TMA store of the output, asks L2 for the configured
+  policy (`GemmConfig.load_policy`, `GemmConfig.store_policy`; by default `cute.copy`'s own, 0);
 - nothing modifies a descriptor in the kernel (no `tensormap.replace`, no tensormap
   proxy fence); the only global loads are those of `offs`, one per group a lane holds,
   all issued before the schedule's first shuffle;
@@ -108,10 +108,10 @@ def test_every_tma_store_uses_the_one_ragged_output_descriptor(compiled, case):
 def test_every_tma_load_asks_l2_for_the_configured_policy(compiled, case):
     """`GemmConfig.load_policy`: each TMA load of A and B carries the configured
     `createpolicy` value; by default, `cute.copy`'s own, 0 (where CUTLASS passes EVICT_NORMAL)."""
-    from gcdsl.ops.hopper_grouped_gemm import LOAD_POLICIES
+    from gcdsl.ops.hopper_grouped_gemm import L2_POLICIES
 
     entry = _entry(compiled, case)
-    expected = LOAD_POLICIES[_layout(case).get("load_policy", "default")] or 0
+    expected = L2_POLICIES[_layout(case).get("load_policy", "default")] or 0
     loads = _loads(entry)
     assert loads
     for load in loads:
@@ -119,6 +119,23 @@ def test_every_tma_load_asks_l2_for_the_configured_policy(compiled, case):
         policy = load.rstrip(";").rsplit(",", 1)[1].strip()
         assert re.fullmatch(rf"mov\.b64\s+{re.escape(policy)},\s*{expected};", entry.definition(policy) or ""), \
             (load, entry.definition(policy))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_every_tma_store_asks_l2_for_the_configured_policy(compiled, case):
+    """`GemmConfig.store_policy`: each TMA store of the output carries the configured
+    `createpolicy` value; by default, `cute.copy`'s own, 0 (where CUTLASS gives no hint)."""
+    from gcdsl.ops.hopper_grouped_gemm import L2_POLICIES
+
+    entry = _entry(compiled, case)
+    expected = L2_POLICIES[_layout(case).get("store_policy", "default")] or 0
+    stores = [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
+    assert stores
+    for store in stores:
+        assert ".L2::cache_hint" in store, store
+        policy = store.rstrip(";").rsplit(",", 1)[1].strip()
+        assert re.fullmatch(rf"mov\.b64\s+{re.escape(policy)},\s*{expected};", entry.definition(policy) or ""), \
+            (store, entry.definition(policy))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -276,21 +276,24 @@ def configuration(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor]
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
                     schedule: Optional[str] = None, activation: str = "none",
-                    tile_order: Optional[str] = None, load_policy: Optional[str] = None) -> torch.Tensor:
+                    tile_order: Optional[str] = None, load_policy: Optional[str] = None,
+                    store_policy: Optional[str] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
     where N suits pairs: `hopper_grouped_gemm.pairs_fit`), `schedule` ("cooperative" or
     "pingpong": `hopper_grouped_gemm`'s SCHEDULES) and `tile_order` ("m", "n",
     "m_partial_last" or "m_blocks", ragged rows: `TILE_ORDERS`) override the heuristics,
-    and `load_policy` (`LOAD_POLICIES`) the L2 policy of the kernel's loads of A and B;
+    and `load_policy` and `store_policy` (`L2_POLICIES`) the L2 policy of the kernel's loads of
+    A and B and of its stores of the output;
     the tests and the benchmarks use them to run every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
-    from .hopper_grouped_gemm import LOAD_POLICIES, SCHEDULES, TILE_ORDERS
+    from .hopper_grouped_gemm import L2_POLICIES, SCHEDULES, TILE_ORDERS
 
-    if load_policy is not None and load_policy not in LOAD_POLICIES:
-        fail(f"load_policy {load_policy!r} is not one of {tuple(LOAD_POLICIES)}", param="load_policy")
+    for name, policy in (("load_policy", load_policy), ("store_policy", store_policy)):
+        if policy is not None and policy not in L2_POLICIES:
+            fail(f"{name} {policy!r} is not one of {tuple(L2_POLICIES)}", param=name)
     if schedule is not None and schedule not in SCHEDULES:
         fail(f"schedule {schedule!r} is not one of {SCHEDULES}", param="schedule")
     if tile_order is not None and tile_order not in TILE_ORDERS:
@@ -300,7 +303,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
         fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
              f"this one's {'reduction is ragged' if dims == (2, 2) else 'groups are a batch'} and has one order",
              param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
-    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy)
+    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy,
+                         store_policy)
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -323,7 +327,7 @@ class _Launch:
     """
 
     def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none",
-                 tile_order=None, load_policy=None) -> None:
+                 tile_order=None, load_policy=None, store_policy=None) -> None:
         self.problem = problem = describe(a, b, offs, out_dtype, activation=activation)
         require_hopper(a.device, "a", "grouped_mm")
         self.host_offs = offs is not None and offs.device.type == "cpu"
@@ -334,7 +338,8 @@ class _Launch:
         schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
         # (a tile order forced by `forcing` concerns ragged rows: the other products have one order)
         tile_order = tile_order if problem.ragged == "m" and tile_order else pick_tile_order(problem)
-        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order, load_policy or "default")
+        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order, load_policy or "default",
+                         store_policy or "default")
         cluster_m = cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
         self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
         with torch.cuda.device(a.device):  # compile and load in a's device context
@@ -403,16 +408,17 @@ def _signature(t: Any) -> Tuple:
 
 
 def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none",
-                tile_order=None, load_policy=None) -> _Launch:
+                tile_order=None, load_policy=None, store_policy=None) -> _Launch:
     """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
     try:
         key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule, activation,
-               tile_order, load_policy)
+               tile_order, load_policy, store_policy)
     except (AttributeError, TypeError):
         key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
-        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy)
+        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy,
+                         store_policy)
         if len(_LAUNCHES) >= _MAX_LAUNCHES:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
@@ -444,7 +450,8 @@ class _Plan:
     """
 
     def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-                 schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default") -> None:
+                 schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default",
+                 store_policy: str = "default") -> None:
         import cutlass
 
         from . import hopper_grouped_gemm as hgg
@@ -454,7 +461,8 @@ class _Plan:
         self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule,
-                                activation=problem.activation, tile_order=tile_order, load_policy=load_policy)
+                                activation=problem.activation, tile_order=tile_order, load_policy=load_policy,
+                                store_policy=store_policy)
         self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0
@@ -485,13 +493,14 @@ _PLANS: Dict[Tuple, _Plan] = {}
 
 
 def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-              schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default") -> _Plan:
+              schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default",
+              store_policy: str = "default") -> _Plan:
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
-           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, tile_order, load_policy,
+           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, tile_order, load_policy, store_policy,
            device.index)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule, tile_order, load_policy)
+        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule, tile_order, load_policy, store_policy)
     return plan
 
 

@@ -3,7 +3,7 @@ check), and the kernel's fixed sizes: tiles, threads, registers, barriers, stage
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import cutlass
 import cutlass.pipeline as pipeline
@@ -83,16 +83,25 @@ RAGGED_MODES = ("m", "k", "batch")
 # picks).
 TILE_ORDERS = ("m", "n", "m_partial_last", "m_blocks")
 M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
-# The L2 eviction priority the mainloop's TMA loads of A and B ask for
-# (`GemmConfig.load_policy`), as PTX `createpolicy` values (CUTLASS's CacheHintSm90).
-# "default" passes none to `cute.copy`, which then issues each load's `.L2::cache_hint`
-# with a policy of 0; CUTLASS's C++ kernels pass EVICT_NORMAL. On the DeepSeek-V3 gate-up
-# GEMMs this kernel read 1.7x to 2.0x the DRAM bytes of torch's CUTLASS kernel in the
-# same cycles, and neither EVICT_NORMAL nor EVICT_LAST changed that or its time
-# (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel" and "The loads' L2
-# policy"), so the default stays; `w7_training.py --load-policies` times them.
-LOAD_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
-                 "evict_last": 0x14F0000000000000}
+# The L2 eviction priority the kernel's TMA copies ask for, as PTX `createpolicy` values
+# (CUTLASS's CacheHintSm90): its loads of A and B (`GemmConfig.load_policy`) and its
+# stores of the output (`GemmConfig.store_policy`). "default" passes none to `cute.copy`,
+# which then issues each copy's `.L2::cache_hint` with a policy of 0; CUTLASS's C++
+# kernels pass EVICT_NORMAL to their loads and no hint to their stores. On the DeepSeek-V3
+# gate-up GEMMs this kernel read 1.7x to 2.0x the DRAM bytes of torch's CUTLASS kernel in
+# the same cycles, and neither EVICT_NORMAL nor EVICT_LAST on the loads changed that or
+# its time (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel" and "The loads'
+# L2 policy"), so the default stays; `w7_training.py --load-policies` and `--store-policies` time them.
+L2_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
+               "evict_last": 0x14F0000000000000}
+
+
+def l2_policy(name: str) -> Optional[cutlass.Int64]:
+    """The `cache_policy` of a `cute.copy` for policy `name` (`L2_POLICIES`); None leaves it to `cute.copy`."""
+    value = L2_POLICIES[name]
+    return None if value is None else cutlass.Int64(value)
+
+
 A_MAJORS = ("k", "m")  # which of A's (M, K) modes is contiguous
 B_MAJORS = ("k", "n")  # which of B's (N, K) modes is contiguous
 C_DTYPES = (cutlass.Float16, cutlass.BFloat16, cutlass.Float32)
@@ -145,7 +154,8 @@ class GemmConfig:
     # where a few groups make few tiles (an expert layer's down GEMM at decode).
     split_k: int = 1
     tile_order: str = "m"  # (TILE_ORDERS)
-    load_policy: str = "default"  # (LOAD_POLICIES)
+    load_policy: str = "default"  # (L2_POLICIES) the TMA loads of A and B
+    store_policy: str = "default"  # (L2_POLICIES) the TMA stores of the output
 
     @property
     def tile_m(self) -> int:
@@ -208,8 +218,9 @@ class GemmConfig:
             problems.append(f"tile order {self.tile_order!r} is not one of {TILE_ORDERS}")
         elif self.tile_order != "m" and self.ragged != "m":
             problems.append("the tile orders are built for ragged M (ragged K and a batch have their own)")
-        if self.load_policy not in LOAD_POLICIES:
-            problems.append(f"load policy {self.load_policy!r} is not one of {tuple(LOAD_POLICIES)}")
+        for copies, policy in (("load", self.load_policy), ("store", self.store_policy)):
+            if policy not in L2_POLICIES:
+                problems.append(f"{copies} policy {policy!r} is not one of {tuple(L2_POLICIES)}")
         if self.split_k < 1:
             problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
         elif self.split_k > 1:

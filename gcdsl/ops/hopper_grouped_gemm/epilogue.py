@@ -14,7 +14,7 @@ from cutlass.cute.nvgpu import cpasync
 from cutlass.tensor_utils import LayoutEnum
 
 from ..combine_kernel import weigh_and_sum
-from .config import FIRST_STORE_WARP, STORE_WARPS, STORE_WARPS_BARRIER
+from .config import FIRST_STORE_WARP, STORE_WARPS, STORE_WARPS_BARRIER, l2_policy
 
 
 class Epilogue:
@@ -67,8 +67,9 @@ class Epilogue:
                        in_flight: Optional[int] = None) -> None:
         """One sub-tile's TMA store, committed; then the wait until at most `in_flight`
         stores (by default epi_stages - 1: the store issued epi_stages sub-tiles ago has
-        read its buffer) are still reading shared memory (traced where it is called)."""
-        cute.copy(tma_c, src, dst)
+        read its buffer) are still reading shared memory (traced where it is called). The
+        store asks L2 for `GemmConfig.store_policy`."""
+        cute.copy(tma_c, src, dst, cache_policy=l2_policy(self.config.store_policy))
         cute.arch.cp_async_bulk_commit_group()
         cute.arch.cp_async_bulk_wait_group(self.epi_stages - 1 if in_flight is None else in_flight, read=True)
 

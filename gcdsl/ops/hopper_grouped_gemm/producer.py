@@ -9,7 +9,7 @@ import cutlass.pipeline as pipeline
 from cutlass.cute.nvgpu import cpasync
 
 from ...lower._dsl import tma_load_2d_by_this_thread, trap_unless
-from .config import A_SHORT_BOX_ROWS, LOAD_POLICIES, PHASES
+from .config import A_SHORT_BOX_ROWS, PHASES, l2_policy
 
 # How long a tile may wait for the tiles of another GEMM of its kernel before the kernel
 # traps (`Producer.wait_for_group`): far above any real wait, which lasts one GEMM at most.
@@ -134,8 +134,7 @@ class Producer:
     def load_policy(self) -> Optional[cutlass.Int64]:
         """The L2 policy of the TMA loads of A and B (`GemmConfig.load_policy`); None leaves
         it to `cute.copy`. (A gathered row by row, `load_gathered_rows`, asks for none.)"""
-        value = LOAD_POLICIES[self.config.load_policy]
-        return None if value is None else cutlass.Int64(value)
+        return l2_policy(self.config.load_policy)
 
     @cute.jit
     def tile_first_row(self, start: cutlass.Int32, rows: cutlass.Int32, m_tile: cutlass.Int32) -> cutlass.Int32:
