@@ -92,7 +92,7 @@ def test_descriptors_in_param_space_at_every_group_count(compiled, case):
 @pytest.mark.parametrize("case", CASES)
 def test_every_tma_store_uses_the_one_ragged_output_descriptor(compiled, case):
     entry = _entry(compiled, case)
-    stores = [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
+    stores = _stores(entry)
     assert len(stores) == _out_tile_n(case) // 32
     params = set()
     for store in stores:
@@ -104,38 +104,24 @@ def test_every_tma_store_uses_the_one_ragged_output_descriptor(compiled, case):
     assert len(params) == 1, params
 
 
+@pytest.mark.parametrize("copies", ["load", "store"])
 @pytest.mark.parametrize("case", CASES)
-def test_every_tma_load_asks_l2_for_the_configured_policy(compiled, case):
-    """`GemmConfig.load_policy`: each TMA load of A and B carries the configured
-    `createpolicy` value; by default, `cute.copy`'s own, 0 (where CUTLASS passes EVICT_NORMAL)."""
+def test_every_tma_copy_asks_l2_for_the_configured_policy(compiled, case, copies):
+    """`GemmConfig.load_policy` and `store_policy`: each TMA load of A and B, and each TMA
+    store of the output, carries the configured `createpolicy` value; by default
+    `cute.copy`'s own, 0 (where CUTLASS passes EVICT_NORMAL to its loads and no hint to
+    its stores)."""
     from gcdsl.ops.hopper_grouped_gemm import L2_POLICIES
 
     entry = _entry(compiled, case)
-    expected = L2_POLICIES[_layout(case).get("load_policy", "default")] or 0
-    loads = _loads(entry)
-    assert loads
-    for load in loads:
-        assert ".L2::cache_hint" in load, load
-        policy = load.rstrip(";").rsplit(",", 1)[1].strip()
+    expected = L2_POLICIES[_layout(case).get(f"{copies}_policy", "default")] or 0
+    instructions = _loads(entry) if copies == "load" else _stores(entry)
+    assert instructions
+    for copy in instructions:
+        assert ".L2::cache_hint" in copy, copy
+        policy = copy.rstrip(";").rsplit(",", 1)[1].strip()
         assert re.fullmatch(rf"mov\.b64\s+{re.escape(policy)},\s*{expected};", entry.definition(policy) or ""), \
-            (load, entry.definition(policy))
-
-
-@pytest.mark.parametrize("case", CASES)
-def test_every_tma_store_asks_l2_for_the_configured_policy(compiled, case):
-    """`GemmConfig.store_policy`: each TMA store of the output carries the configured
-    `createpolicy` value; by default, `cute.copy`'s own, 0 (where CUTLASS gives no hint)."""
-    from gcdsl.ops.hopper_grouped_gemm import L2_POLICIES
-
-    entry = _entry(compiled, case)
-    expected = L2_POLICIES[_layout(case).get("store_policy", "default")] or 0
-    stores = [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
-    assert stores
-    for store in stores:
-        assert ".L2::cache_hint" in store, store
-        policy = store.rstrip(";").rsplit(",", 1)[1].strip()
-        assert re.fullmatch(rf"mov\.b64\s+{re.escape(policy)},\s*{expected};", entry.definition(policy) or ""), \
-            (store, entry.definition(policy))
+            (copy, entry.definition(policy))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -315,6 +301,11 @@ def _loads(entry: ptx.Entry):
     """TMA loads (global -> shared), as opposed to the stores (shared -> global)."""
     return [i for i in entry.instructions("cp.async.bulk.tensor")
             if re.match(r"cp\.async\.bulk\.tensor\.\dd\.shared::(cta|cluster)\.global", i)]
+
+
+def _stores(entry: ptx.Entry):
+    """TMA stores of the output (shared -> global)."""
+    return [i for i in entry.instructions("cp.async.bulk.tensor") if ".global.shared::cta" in i]
 
 
 def _trace_back(entry: ptx.Entry, register: str, depth: int = 5) -> str:
