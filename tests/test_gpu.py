@@ -134,6 +134,23 @@ def test_grid_constant_from_cuda_tensor_is_refused():
     assert info.value.diag is Diag.GRID_CONSTANT_ON_DEVICE
 
 
+def test_a_host_encoded_descriptor_is_the_dsls_own_byte_for_byte():
+    """A `TensorMapTable` entry (the driver's `cuTensorMapEncodeTiled`, with CUTLASS's L2
+    promotion of 128 bytes) and the descriptor the DSL's host code encodes for its own
+    atom of the same tensor, box and swizzle are the same 128 bytes, so that a copy
+    through either behaves alike, L2 included."""
+    import ctypes
+
+    import gcdsl
+    from tests.kernels import descriptor_bytes as db
+
+    t = torch.randn(512, 256, device="cuda").to(torch.bfloat16)
+    ours = ctypes.string_at(gcdsl.TensorMapTable(box=db.BOX, swizzle=db.SWIZZLE).encode([t]).address, 128)
+    theirs = db.dsl_descriptor(t)
+    differing = [i for i in range(128) if ours[i] != theirs[i]]
+    assert not differing, f"bytes {differing} differ: the driver's {ours.hex()}, the DSL's {theirs.hex()}"
+
+
 def test_host_encoded_descriptor_table_bit_exact_and_cached():
     import cutlass.cute as cute
     from cutlass.cute.runtime import from_dlpack
