@@ -327,7 +327,8 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
-    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS) if any(r["variant"] == v for r in report.rows)]
+    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS)
+              if any(r["variant"] == v for r in report.rows)]
     if forced:  # --every-config: the default's time over each forced configuration's
         rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
                 for s in shapes for t in tokens for case in CASES]
@@ -441,7 +442,8 @@ def parse_args(argv=None):
     p.add_argument("--load-policies", action="store_true",
                    help="torch and gcdsl beside gcdsl with its loads' L2 policy forced (LOAD_POLICY_VARIANTS), no step")
     p.add_argument("--store-policies", action="store_true",
-                   help="torch and gcdsl beside gcdsl with its stores' L2 policy forced (STORE_POLICY_VARIANTS), no step")
+                   help="torch and gcdsl beside gcdsl with its stores' L2 policy forced (STORE_POLICY_VARIANTS), "
+                        "no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     p.add_argument("--forced", default="",

@@ -91,7 +91,8 @@ M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
 # gate-up GEMMs this kernel read 1.7x to 2.0x the DRAM bytes of torch's CUTLASS kernel in
 # the same cycles, and neither EVICT_NORMAL nor EVICT_LAST on the loads changed that or
 # its time (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel" and "The loads'
-# L2 policy"), so the default stays; `w7_training.py --load-policies` and `--store-policies` time them.
+# L2 policy"), so the default stays; `w7_training.py --load-policies` and
+# `--store-policies` time them.
 L2_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
                "evict_last": 0x14F0000000000000}
 
