@@ -214,7 +214,7 @@ def test_configuration_says_what_a_call_runs(monkeypatch):
         def kernel(self, cluster_m):
             return lambda *args: None
 
-    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, tile_n, *rest: StubPlan(tile_n))
+    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, picked: StubPlan(picked.tile_n))
     monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
     monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
     monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
@@ -602,7 +602,7 @@ def test_a_gpu_other_than_hopper_is_refused_at_the_callers_line(monkeypatch):
     monkeypatch.setattr(gm, "describe", lambda *args, **kwargs: types.SimpleNamespace(launchable=True))
     a, b, offs = _inputs()
     with pytest.raises(Asked):
-        gm._Launch(a, b, offs, None, None, None)
+        gm._Launch(a, b, offs, None)
     assert asked == [(a.device, "a", "grouped_mm")]
 
 
@@ -859,9 +859,8 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
         def __call__(self, *args):
             return None
 
-    def launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none",
-                   tile_order=None):
-        seen.append((activation, schedule, tile_n, cluster_m, tile_order))
+    def launch_for(a, b, offs, out_dtype, activation="none", forced=gm.NOTHING_FORCED):
+        seen.append((activation, forced.schedule, forced.tile_n, forced.cluster_m, forced.tile_order))
         return Launch()
 
     monkeypatch.setattr(gm, "_launch_for", launch_for)

@@ -221,13 +221,27 @@ def _column_major(t: torch.Tensor) -> torch.Tensor:
 
 
 def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
-    schedule, tile_n, cluster_m, tile_order = _FORCED.get(activation, (None, None, None, None))
-    launch = _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order)
+    launch = _launch_for(a, b, offs, out_dtype, activation, _FORCED.get(activation, NOTHING_FORCED))
     return launch(a, b, offs, launch.problem.make_output(a.device))
 
 
-# (schedule, tile_n, cluster_m, tile_order) per activation while `forcing` holds; empty otherwise.
-_FORCED: Dict[str, Tuple[Optional[str], Optional[int], Optional[int], Optional[str]]] = {}
+class Choices(NamedTuple):
+    """The kernel's choices: the consumer schedule, tile width, CTAs per cluster and tile
+    order, and the L2 policy of its loads and stores. What a call forces (`forcing`,
+    `grouped_mm_into`'s arguments) has None wherever the heuristics pick; what a plan is
+    compiled for (`_plan_for`) has them all but the cluster size, since a plan holds every
+    size."""
+    schedule: Optional[str] = None
+    tile_n: Optional[int] = None
+    cluster_m: Optional[int] = None
+    tile_order: Optional[str] = None
+    load_policy: Optional[str] = None
+    store_policy: Optional[str] = None
+
+
+NOTHING_FORCED = Choices()  # (made once: a call looks it up on every eager launch)
+# What `forcing` holds, per activation; empty otherwise.
+_FORCED: Dict[str, Choices] = {}
 
 
 @contextlib.contextmanager
@@ -240,7 +254,7 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
     (`fused_moe`, the W6 layer). For measurement: not thread-safe, and a CUDA graph keeps
     what was forced at capture."""
     before = _FORCED.get(activation)
-    _FORCED[activation] = (schedule, tile_n, cluster_m, tile_order)
+    _FORCED[activation] = Choices(schedule, tile_n, cluster_m, tile_order)
     try:
         yield
     finally:
@@ -269,8 +283,7 @@ def configuration(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor]
     """The configuration `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
     runs for these inputs, as its heuristics and any `forcing` pick it; None where the
     call has nothing to compute. Compiles the kernel where no call has yet."""
-    schedule, tile_n, cluster_m, tile_order = _FORCED.get(activation, (None, None, None, None))
-    return _launch_for(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order).configuration
+    return _launch_for(a, b, offs, out_dtype, activation, _FORCED.get(activation, NOTHING_FORCED)).configuration
 
 
 def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor], out: torch.Tensor,
@@ -303,8 +316,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
         fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
              f"this one's {'reduction is ragged' if dims == (2, 2) else 'groups are a batch'} and has one order",
              param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
-    launch = _launch_for(a, b, offs, out.dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy,
-                         store_policy)
+    launch = _launch_for(a, b, offs, out.dtype, activation,
+                         Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy))
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -326,8 +339,7 @@ class _Launch:
     A call then reads nothing but the tensors' addresses (and, for a CPU `offs`, its values).
     """
 
-    def __init__(self, a, b, offs, out_dtype, tile_n, cluster_m, schedule=None, activation="none",
-                 tile_order=None, load_policy=None, store_policy=None) -> None:
+    def __init__(self, a, b, offs, out_dtype, activation: str = "none", forced: Choices = NOTHING_FORCED) -> None:
         self.problem = problem = describe(a, b, offs, out_dtype, activation=activation)
         require_hopper(a.device, "a", "grouped_mm")
         self.host_offs = offs is not None and offs.device.type == "cpu"
@@ -335,12 +347,14 @@ class _Launch:
         self.configuration: Optional[Configuration] = None
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
-        schedule, tile_n = pick_tiles(problem, schedule, tile_n, cluster_m, _sm_count(a.device.index))
+        schedule, tile_n = pick_tiles(problem, forced.schedule, forced.tile_n, forced.cluster_m,
+                                      _sm_count(a.device.index))
         # (a tile order forced by `forcing` concerns ragged rows: the other products have one order)
-        tile_order = tile_order if problem.ragged == "m" and tile_order else pick_tile_order(problem)
-        plan = _plan_for(problem, a.dtype, a.device, tile_n, schedule, tile_order, load_policy or "default",
-                         store_policy or "default")
-        cluster_m = cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
+        tile_order = forced.tile_order if problem.ragged == "m" and forced.tile_order else pick_tile_order(problem)
+        plan = _plan_for(problem, a.dtype, a.device, Choices(schedule, tile_n, None, tile_order,
+                                                            forced.load_policy or "default",
+                                                            forced.store_policy or "default"))
+        cluster_m = forced.cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
         self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
@@ -407,18 +421,16 @@ def _signature(t: Any) -> Tuple:
     return (t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % 16)
 
 
-def _launch_for(a, b, offs, out_dtype, tile_n=None, cluster_m=None, schedule=None, activation="none",
-                tile_order=None, load_policy=None, store_policy=None) -> _Launch:
-    """The checked launch for these inputs' signature: shapes, strides, dtypes, devices, alignment."""
+def _launch_for(a, b, offs, out_dtype, activation: str = "none", forced: Choices = NOTHING_FORCED) -> _Launch:
+    """The checked launch for these inputs' signature (shapes, strides, dtypes, devices,
+    alignment) and what is `forced`."""
     try:
-        key = (_signature(a), _signature(b), _signature(offs), out_dtype, tile_n, cluster_m, schedule, activation,
-               tile_order, load_policy, store_policy)
+        key = (_signature(a), _signature(b), _signature(offs), out_dtype, activation, forced)
     except (AttributeError, TypeError):
         key = None  # not a tensor: describe() says which
     launch = _LAUNCHES.get(key) if key is not None else None
     if launch is None:
-        launch = _Launch(a, b, offs, out_dtype, tile_n, cluster_m, schedule, activation, tile_order, load_policy,
-                         store_policy)
+        launch = _Launch(a, b, offs, out_dtype, activation, forced)
         if len(_LAUNCHES) >= _MAX_LAUNCHES:
             _LAUNCHES.clear()
         _LAUNCHES[key] = launch
@@ -449,20 +461,18 @@ class _Plan:
     the addresses and T at each call, and the kernel reads `offs` itself.
     """
 
-    def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-                 schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default",
-                 store_policy: str = "default") -> None:
+    def __init__(self, problem: Problem, ab_dtype: torch.dtype, device: torch.device, picked: Choices) -> None:
         import cutlass
 
         from . import hopper_grouped_gemm as hgg
 
         to_dsl = {torch.bfloat16: cutlass.BFloat16, torch.float16: cutlass.Float16, torch.float32: cutlass.Float32}
         ab, c = to_dsl[ab_dtype], to_dsl[problem.out_dtype]
-        self.groups, self.n, self.tile_n = problem.groups, problem.n, tile_n
-        single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, tile_n, 1, ragged=problem.ragged,
-                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m, schedule=schedule,
-                                activation=problem.activation, tile_order=tile_order, load_policy=load_policy,
-                                store_policy=store_policy)
+        self.groups, self.n, self.tile_n = problem.groups, problem.n, picked.tile_n
+        single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, picked.tile_n, 1, ragged=problem.ragged,
+                                a_major=problem.a_major, b_major=problem.b_major, m=problem.m,
+                                schedule=picked.schedule, activation=problem.activation, tile_order=picked.tile_order,
+                                load_policy=picked.load_policy, store_policy=picked.store_policy)
         self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0
@@ -492,15 +502,14 @@ class _Plan:
 _PLANS: Dict[Tuple, _Plan] = {}
 
 
-def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, tile_n: int,
-              schedule: str = "cooperative", tile_order: str = "m", load_policy: str = "default",
-              store_policy: str = "default") -> _Plan:
+def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, picked: Choices) -> _Plan:
+    """The plan of `picked`'s schedule, tile width, tile order and L2 policies (its
+    cluster size aside: a plan holds every size) for `problem`'s kernel."""
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
-           problem.m, problem.n, problem.k, tile_n, schedule, problem.activation, tile_order, load_policy, store_policy,
-           device.index)
+           problem.m, problem.n, problem.k, problem.activation, picked, device.index)
     plan = _PLANS.get(key)
     if plan is None:
-        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, tile_n, schedule, tile_order, load_policy, store_policy)
+        plan = _PLANS[key] = _Plan(problem, ab_dtype, device, picked)
     return plan
 
 
