@@ -134,11 +134,12 @@ def test_grid_constant_from_cuda_tensor_is_refused():
     assert info.value.diag is Diag.GRID_CONSTANT_ON_DEVICE
 
 
-def test_a_host_encoded_descriptor_is_the_dsls_own_byte_for_byte():
+def test_a_host_encoded_descriptor_is_the_dsls_own_but_for_four_known_bits():
     """A `TensorMapTable` entry (the driver's `cuTensorMapEncodeTiled`, with CUTLASS's L2
     promotion of 128 bytes) and the descriptor the DSL's host code encodes for its own
-    atom of the same tensor, box and swizzle are the same 128 bytes, so that a copy
-    through either behaves alike, L2 included."""
+    atom of the same tensor, box and swizzle: the same L2 promotion, and the same 128
+    bytes but for `DSL_ONLY_BITS` and `DRIVER_ONLY_BITS`, whose meaning is not documented
+    (first seen with nvidia-cutlass-dsl 4.8.1 and driver 580 on an H100)."""
     import ctypes
 
     import gcdsl
@@ -147,8 +148,13 @@ def test_a_host_encoded_descriptor_is_the_dsls_own_byte_for_byte():
     t = torch.randn(512, 256, device="cuda").to(torch.bfloat16)
     ours = ctypes.string_at(gcdsl.TensorMapTable(box=db.BOX, swizzle=db.SWIZZLE).encode([t]).address, 128)
     theirs = db.dsl_descriptor(t)
-    differing = [i for i in range(128) if ours[i] != theirs[i]]
-    assert not differing, f"bytes {differing} differ: the driver's {ours.hex()}, the DSL's {theirs.hex()}"
+    byte, mask = db.L2_PROMOTION
+    assert ours[byte] & mask == theirs[byte] & mask == db.L2_PROMOTION_128B, (ours.hex(), theirs.hex())
+    differing = {i: ours[i] ^ theirs[i] for i in range(128) if ours[i] != theirs[i]}
+    assert all(theirs[i] & bits == bits and not ours[i] & bits for i, bits in db.DSL_ONLY_BITS.items())
+    assert all(ours[i] & bits == bits and not theirs[i] & bits for i, bits in db.DRIVER_ONLY_BITS.items())
+    assert differing == {**db.DSL_ONLY_BITS, **db.DRIVER_ONLY_BITS}, \
+        f"the driver's {ours.hex()}, the DSL's {theirs.hex()}"
 
 
 def test_host_encoded_descriptor_table_bit_exact_and_cached():

@@ -249,7 +249,8 @@ def test_w7_ncu_rows_are_their_kept_reports_longest_kernels(results):
             elif row["variant"] != "quack":
                 assert len(kernels) == 1 and "grouped_gemm" in row["kernel"].lower()
             assert f"| {row['case']} | {row['variant']} | {fmt.f2(row['cycles'] / 1e6)} |" in text
-    name, data = next(iter(runs.items()))  # a run with every expert's rows equal says so
+    name, data = next((n, d) for n, d in runs.items() if d["config"].get("routing") != "even")
+    # ... and a run with every expert's rows equal says so
     even = dict(data, config=dict(data["config"], routing="even"))
     text = training.region_w7_ncu({name: even})
     assert "<variant> even` each, every expert given the same number of rows," in text
@@ -341,7 +342,9 @@ def test_orders_region_shows_each_order_the_pick_and_the_ratios():
 
 def test_policies_region_shows_each_policy_against_the_default_and_leaves_out_incomplete_cases():
     """The load-policy runs' region: each case's four times, gcdsl's default over each
-    policy, torch over gcdsl; a case missing a variant is left out."""
+    policy, torch over gcdsl; a case missing a variant is left out; the command names the
+    cases where the run timed only some."""
+    from benchmarks import w7_training
     from benchmarks.reporting import training
 
     assert training.region_w7_policies({}) is None
@@ -357,7 +360,29 @@ def test_policies_region_shows_each_policy_against_the_default_and_leaves_out_in
     assert row.split(" | ")[1:] == ["4096", "w13 forward", "3000.0", "2900.0", "2636.4", "3222.2", "1.10x", "0.90x",
                                     "1.03x |"]
     assert "w2 forward" not in text
+    assert '--load-policies --shapes deepseek-v3-ep8 --tokens 4096 --cases "w13 forward" --rounds 3 ' \
+        "--json W7_policies_h100`" in text  # (not every case: the run was given --cases)
+    every_case = [dict(r, case=case) for case in w7_training.CASES for r in rows]
+    text = training.region_w7_policies({"W7_policies_h100": dict(source, results=every_case)})
     assert "--load-policies --shapes deepseek-v3-ep8 --tokens 4096 --rounds 3 --json W7_policies_h100`" in text
+
+
+def test_store_policies_region_shows_each_store_policy_against_the_default():
+    """`--store-policies` runs (W7_store_policies*.json) render beside the load-policy runs,
+    their columns the store policies'."""
+    from benchmarks import w7_training
+    from benchmarks.reporting import training
+
+    times = {"torch": 3000.0, "gcdsl": 2900.0, "gcdsl evict_first-store": 2636.4, "gcdsl evict_normal-store": 3222.2}
+    rows = [{"shape": "deepseek-v3-ep8", "tokens": 4096, "case": "w13 forward", "variant": v, "us": us,
+             "status": "OK"} for v, us in times.items()]
+    source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
+    text = training.region_w7_policies({"W7_store_policies_h100": source})
+    assert '--store-policies --shapes deepseek-v3-ep8 --tokens 4096 --cases "w13 forward" --rounds 3 ' \
+        "--json W7_store_policies_h100`" in text
+    assert f"| {' | '.join(w7_training.TIMED_STORE_POLICIES)} |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
+    assert row.split(" | ")[-3:] == ["1.10x", "0.90x", "1.03x |"]
 
 
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():

@@ -287,16 +287,19 @@ def region_w7_orders(results: Results) -> Optional[str]:
 
 
 def region_w7_policies(results: Results) -> Optional[str]:
-    """The runs of `w7_training.py --load-policies` (W7_policies*.json): gcdsl with its
-    loads of A and B asking L2 for each policy, beside its default and torch."""
-    from ..w7_training import LOAD_POLICY_VARIANTS, TIMED_LOAD_POLICIES as policies
+    """The runs of `w7_training.py --load-policies` (W7_policies*.json) and
+    `--store-policies` (W7_store_policies*.json): gcdsl with its loads of A and B, or its
+    stores of the output, asking L2 for each policy, beside its default and torch."""
+    from .. import w7_training as w7
 
-    runs = _side_runs(results, "W7_policies")
+    kinds = {"W7_policies": ("--load-policies", w7.TIMED_LOAD_POLICIES, w7.LOAD_POLICY_VARIANTS),
+             "W7_store_policies": ("--store-policies", w7.TIMED_STORE_POLICIES, w7.STORE_POLICY_VARIANTS)}
+    runs = [(run, kind) for prefix, kind in kinds.items() for run in _side_runs(results, prefix)]
     if not runs:
         return None
     text = []
-    variants = ("torch", "gcdsl", *LOAD_POLICY_VARIANTS)
-    for name, source, rows in runs:
+    for (name, source, rows), (flag, policies, policy_variants) in runs:
+        variants = ("torch", "gcdsl", *policy_variants)
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
             got = {v: rows.get((s, t, case, v)) for v in variants}
@@ -304,8 +307,9 @@ def region_w7_policies(results: Results) -> Optional[str]:
                 continue
             us = [got[v]["us"] for v in variants]
             table.append([s, str(t), case, *map(f1, us), *(ratio(us[1] / u) for u in us[2:]), ratio(us[0] / us[1])])
-        text += [_side_run_command(name, source, "--load-policies", table) + " Device microseconds, median of "
-                 "the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
+        some_cases = {case for _, _, case, _ in rows} != set(w7.CASES)  # (a run given --cases)
+        text += [_side_run_command(name, source, flag, table, cases=some_cases) + " Device microseconds, median "
+                 "of the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
                  "that policy (above 1, the policy is faster):", "",
                  md_table(["shape", "tokens", "case", "torch", "gcdsl", *policies,
                            *(f"default / {p}" for p in policies), "torch / gcdsl"], table), ""]
@@ -369,7 +373,7 @@ def region_profile_layer(results: Results) -> Optional[str]:
 def region_w7_ncu(results: Results) -> Optional[str]:
     """Every `W7_ncu*.json` (`benchmarks/ncu_w7.py`): W7 GEMMs under Nsight Compute at the
     base SM clock, torch's kernel beside gcdsl's: cycles, DRAM and L2 traffic."""
-    runs = _side_runs(results, "W7_ncu")
+    runs = sorted(_side_runs(results, "W7_ncu"), key=lambda run: run[1]["machine"].get("date", ""))  # oldest first
     if not runs:
         return None
     lines = []

@@ -4,7 +4,9 @@ encode for the same tensor, box and swizzle.
 
 The DSL encodes an atom's descriptor in the host code it generates, not through
 `cuTensorMapEncodeTiled`, so the two can differ in fields that change no result but
-how L2 serves the copies (its L2 promotion, say).
+how L2 serves the copies (its L2 promotion, say). They agree on the L2 promotion
+(128 bytes, as CUTLASS asks for); four bits differ, two set by the DSL only and two
+by the driver only, on an H100 with driver 580 and nvidia-cutlass-dsl 4.8.1.
 """
 import ctypes
 
@@ -19,6 +21,11 @@ from cutlass.tensor_utils import LayoutEnum
 
 BOX = (128, 64)  # rows x columns of a K-major bf16 operand tile: 128-byte rows, 128B swizzle
 SWIZZLE = "128B"
+# (byte, mask) of the L2 promotion, and the value of 128 bytes: the driver's encodings
+# with each CUtensorMapL2promotion differ there alone, as 0, 2, 4 and 6
+L2_PROMOTION, L2_PROMOTION_128B = (10, 0x06), 0x04
+DSL_ONLY_BITS = {8: 0x02, 10: 0x20}  # byte: bits set in the DSL's descriptor and not the driver's
+DRIVER_ONLY_BITS = {65: 0x40, 73: 0x04}  # ... and the other way round
 
 
 @cute.jit

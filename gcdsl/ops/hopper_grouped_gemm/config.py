@@ -88,11 +88,11 @@ M_BLOCK_STEPS = 8  # cluster M-steps: 1,024 rows of single CTAs, 2,048 of pairs
 # stores of the output (`GemmConfig.store_policy`). "default" passes none to `cute.copy`,
 # which then issues each copy's `.L2::cache_hint` with a policy of 0; CUTLASS's C++
 # kernels pass EVICT_NORMAL to their loads and no hint to their stores. On the DeepSeek-V3
-# gate-up GEMMs this kernel read 1.7x to 2.0x the DRAM bytes of torch's CUTLASS kernel in
-# the same cycles, and neither EVICT_NORMAL nor EVICT_LAST on the loads changed that or
-# its time (benchmarks/RESULTS.md, "DRAM traffic against torch's kernel" and "The loads'
-# L2 policy"), so the default stays; `w7_training.py --load-policies` and
-# `--store-policies` time them.
+# gate-up GEMMs with routed groups this kernel read 1.7x to 2.1x the DRAM bytes of torch's
+# CUTLASS kernel in the same cycles; neither EVICT_NORMAL nor EVICT_LAST loads nor
+# EVICT_FIRST stores changed that or its time (benchmarks/RESULTS.md, "DRAM traffic
+# against torch's kernel" and "The L2 policy of loads and stores"), so the defaults stay;
+# `w7_training.py --load-policies` and `--store-policies` time them.
 L2_POLICIES = {"default": None, "evict_normal": 0x1000000000000000, "evict_first": 0x12F0000000000000,
                "evict_last": 0x14F0000000000000}
 
