@@ -1,17 +1,20 @@
 """W7's grouped GEMMs under Nsight Compute, torch's kernel beside gcdsl's, the SM clock fixed.
 
     python -m benchmarks.ncu_w7 [--points "deepseek-v3-ep8 4096 w13 forward,..."]
-                                [--variants "torch,gcdsl,gcdsl evict_normal-policy"] [--even] [--json NAME]
+                                [--variants "torch,gcdsl,gcdsl evict_normal-policy"]
+                                [--routing routed|even|whole-tiles] [--json NAME]
 
 For each point and variant, `ncu --clock-control base` profiles one call of
 `benchmarks.profile_w7` (its third: the first two compile and warm up), and the text
-report is kept under results/ncu_w7/<the JSON's name>/. With `--even` every expert gets
-the same number of rows instead of the router's counts. With every kernel at the same SM
-clock, elapsed cycles compare the work the kernels do; DRAM bytes read, L2 bytes and the
-L2 hit rate say how much each moves. Under the power limit that compute-bound GEMMs run
-at, moving more draws more power and leaves the SMs a lower clock, which cycles at a
-fixed clock do not show and W7's timed runs do. Variants are `w7_training.grouped`'s; torch's call runs
-a setup kernel before its GEMM, and each row is the variant's longest kernel.
+report is kept under results/ncu_w7/<the JSON's name>/. `--routing even` gives every
+expert the same number of rows instead of the router's counts, `--routing whole-tiles`
+the router's counts rounded to whole pair M-steps (`w7_training.ROUTINGS`). With every
+kernel at the same SM clock, elapsed cycles compare the work the kernels do; DRAM bytes
+read, L2 bytes and the L2 hit rate say how much each moves. Under the power limit that
+compute-bound GEMMs run at, moving more draws more power and leaves the SMs a lower
+clock, which cycles at a fixed clock do not show and W7's timed runs do. Variants are
+`w7_training.grouped`'s; torch's call runs a setup kernel before its GEMM, and each row
+is the variant's longest kernel.
 
 Writes benchmarks/results/W7_ncu.json (with `--json NAME`, NAME.json).
 """
@@ -30,7 +33,7 @@ if ROOT not in sys.path:
 
 from benchmarks.harness import ERROR, OK, Report, add_json_flag, main_on_gpu, table  # noqa: E402
 from benchmarks.reporting import ncu  # noqa: E402
-from benchmarks.w7_training import CASES, SHAPES, even_rows  # noqa: E402  (imports no DSL)
+from benchmarks.w7_training import CASES, ROUTINGS, SHAPES, check_routing  # noqa: E402  (imports no DSL)
 
 POINTS = "deepseek-v3-ep8 4096 w13 forward,deepseek-v3-ep8 16384 w13 input grad"
 VARIANTS = "torch,gcdsl"
@@ -88,16 +91,11 @@ def reports_folder(json_name: str) -> str:
     return f"results/ncu_w7/{json_name}/"
 
 
-def routing(args) -> str:
-    """How the experts' rows are counted: the router's ("routed"), or equal ("even")."""
-    return "even" if args.even else "routed"
-
-
 def run(args, machine: Dict[str, Any]) -> Report:
     folder = reports_folder(args.json or "W7_ncu")
     report = Report("W7_ncu", "W7 GEMMs under Nsight Compute at the base SM clock: cycles and memory traffic",
                     config={"clock_control": "base", "sections": list(SECTIONS), "metrics": list(METRICS),
-                            "reports": folder, "routing": routing(args)})
+                            "reports": folder, "routing": args.routing})
     kept = os.path.join(HERE, folder)
     os.makedirs(kept, exist_ok=True)
     rows = []
@@ -105,7 +103,7 @@ def run(args, machine: Dict[str, Any]) -> Report:
         for variant in args.variants.split(","):
             point = dict(shape=shape, tokens=tokens, case=case, variant=variant)
             try:
-                text = profile(shape, tokens, case, variant, routing(args))
+                text = profile(shape, tokens, case, variant, args.routing)
                 with open(os.path.join(kept, report_name(shape, tokens, case, variant)), "w") as f:
                     f.write(text)
                 row = report.add(**point, status=OK, **summary(text))
@@ -125,15 +123,16 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--points", default=POINTS, type=points, help='comma-separated "shape tokens case"')
     p.add_argument("--variants", default=VARIANTS, help="comma-separated w7_training.grouped variants")
-    p.add_argument("--even", action="store_true",
-                   help="every expert the same number of rows (tokens x top-k a multiple of the experts)")
+    p.add_argument("--routing", default="routed", choices=ROUTINGS,
+                   help="how the experts' rows are counted (w7_training.ROUTINGS): the router's, the same for "
+                        "every expert, or the router's in whole tiles")
     add_json_flag(p, "W7_ncu")
     args = p.parse_args(argv)
-    for shape, tokens, _ in args.points if args.even else ():
+    for shape, tokens, _ in args.points:
         try:
-            even_rows(SHAPES[shape], tokens)
+            check_routing(SHAPES[shape], tokens, args.routing)
         except ValueError as exc:
-            p.error(f"--even: {shape}: {exc}")
+            p.error(f"--routing {args.routing}: {shape}: {exc}")
     return main_on_gpu("ncu_w7", run, args)
 
 

@@ -8,21 +8,22 @@ Variants are W7's (`w7_training.grouped`): torch, gcdsl, quack, cooperative,
 "gcdsl <schedule> <tile_n>" forced, and "gcdsl m-order" or "gcdsl n-order" (the tile
 order forced). The data is W7's (`w7_training.Cases`). Three calls
 (the first compiles); only the third runs inside the profiler's range, so every kernel
-the profiler reports is the variant's own. A fifth argument "even" gives every expert the
-same number of rows (`Cases(..., even=True)`) instead of the router's counts.
+the profiler reports is the variant's own. A fifth argument, one of `w7_training.ROUTINGS`,
+counts the experts' rows otherwise than the router: "even" gives every expert the same
+number, "whole-tiles" rounds the router's counts to whole pair M-steps.
 """
 import sys
 
 import torch
 
 from benchmarks.moe_layer import SHAPES
-from benchmarks.w7_training import Cases, grouped
+from benchmarks.w7_training import ROUTINGS, Cases, grouped
 
 
 def main(shape: str, tokens: str, case: str, variant: str, routing: str = "routed") -> None:
-    if routing not in ("routed", "even"):
-        raise SystemExit(f"routing {routing!r}: expected routed or even")
-    c = Cases(SHAPES[shape], int(tokens), even=routing == "even")
+    if routing not in ROUTINGS:
+        raise SystemExit(f"routing {routing!r}: expected one of {', '.join(ROUTINGS)}")
+    c = Cases(SHAPES[shape], int(tokens), routing=routing)
     a, b = c.operands[case]
     for _ in range(2):
         grouped(variant, a, b, c.offs)

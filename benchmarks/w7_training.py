@@ -141,9 +141,17 @@ def reference(a, b, offs):
     return torch.cat([a[s:e].float() @ b[g].float() for g, (s, e) in enumerate(zip(bounds, bounds[1:]))])
 
 
+# How `Cases` counts each expert's rows: the router's counts; the same count for every
+# expert ("even"); or the router's counts rounded to whole multiples of WHOLE_TILE_ROWS,
+# the rows of a pair's M-step ("whole-tiles": groups of different sizes, none ending
+# inside a tile). The last two keep the total, and so every operand.
+ROUTINGS = ("routed", "even", "whole-tiles")
+WHOLE_TILE_ROWS = 256
+
+
 def even_rows(shape, tokens: int) -> int:
     """The rows each expert of `shape` gets when `tokens` tokens' routed rows are shared
-    out equally (`Cases(..., even=True)`); ValueError where they cannot be."""
+    out equally (routing "even"); ValueError where they cannot be."""
     rows, experts = tokens * shape.top_k, shape.experts
     if rows % experts:
         raise ValueError(f"{tokens} tokens x top-{shape.top_k} make {rows} rows, not a multiple of "
@@ -151,13 +159,37 @@ def even_rows(shape, tokens: int) -> int:
     return rows // experts
 
 
+def whole_tile_counts(counts: List[int], unit: int = WHOLE_TILE_ROWS) -> List[int]:
+    """`counts` rounded to multiples of `unit` with the same sum (which must be a multiple
+    of `unit`; ValueError otherwise): each rounded down, then the units left over given,
+    one each, to the counts that lost the most (the first of equals first)."""
+    total = sum(counts)
+    if total % unit:
+        raise ValueError(f"{total} rows are not a multiple of {unit}: no routing in whole tiles")
+    rounded = [c // unit * unit for c in counts]
+    left = (total - sum(rounded)) // unit
+    for i in sorted(range(len(counts)), key=lambda i: (-(counts[i] % unit), i))[:left]:
+        rounded[i] += unit
+    return rounded
+
+
+def check_routing(shape, tokens: int, routing: str) -> None:
+    """ValueError unless `routing` (ROUTINGS) can count `tokens` tokens' rows over `shape`'s experts."""
+    if routing not in ROUTINGS:
+        raise ValueError(f"routing {routing!r}: expected one of {', '.join(ROUTINGS)}")
+    if routing == "even":
+        even_rows(shape, tokens)
+    elif routing == "whole-tiles" and tokens * shape.top_k % WHOLE_TILE_ROWS:
+        raise ValueError(f"{tokens} tokens x top-{shape.top_k} make {tokens * shape.top_k} rows, not a multiple "
+                         f"of {WHOLE_TILE_ROWS}: no routing in whole tiles")
+
+
 class Cases:
     """One (shape, tokens): the routed operands of the six GEMMs of a training step. With
-    `even`, every expert gets the same number of the routed rows (tokens * top-k / experts,
-    which must be whole): the same operands under `offs` of equal groups, for profiling
-    against the routed ones."""
+    another `routing` (ROUTINGS) than the router's, the same operands under other `offs`:
+    equal groups, or groups of whole tiles, for profiling against the routed ones."""
 
-    def __init__(self, shape, tokens: int, seed: int = 0, even: bool = False) -> None:
+    def __init__(self, shape, tokens: int, seed: int = 0, routing: str = "routed") -> None:
         import torch
         import torch.nn.functional as F
 
@@ -166,8 +198,12 @@ class Cases:
         g = torch.Generator(device="cuda").manual_seed(seed + 1)
         x = torch.randn(tokens, shape.hidden, device="cuda", generator=g).to(torch.bfloat16)
         _, ids, self.offs = route(x, w.router, shape.top_k)
-        if even:
+        check_routing(shape, tokens, routing)
+        if routing == "even":
             self.offs = torch.arange(1, shape.experts + 1, device="cuda", dtype=torch.int32) * even_rows(shape, tokens)
+        elif routing == "whole-tiles":
+            counts = torch.diff(self.offs, prepend=self.offs.new_zeros(1)).tolist()
+            self.offs = torch.tensor(whole_tile_counts(counts), dtype=torch.int32).cumsum(0).int().cuda()
         xs = x[ids.flatten().argsort(stable=True) // shape.top_k]  # (T k, H), grouped by expert
         h = torch._grouped_mm(xs, w.w13.transpose(-2, -1), offs=self.offs)  # (T k, 2I)
         gate, up = h.chunk(2, dim=-1)

@@ -103,13 +103,17 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
     assert w8_stream.main(["--tiles", "1"]) == 0
     assert w8_decode_stream.main(["--reps", "3"]) == 0
     assert ncu_w7.main(["--points", "qwen3-30b-a3b 4096 w2 weight grad", "--variants", "torch,gcdsl"]) == 0
-    assert ncu_w7.main(["--points", "deepseek-v3-ep8 4096 w13 forward", "--even"]) == 0
-    assert capsys.readouterr().out.count("needs a Hopper GPU") == 11
+    assert ncu_w7.main(["--points", "deepseek-v3-ep8 4096 w13 forward", "--routing", "even"]) == 0
+    assert ncu_w7.main(["--points", "deepseek-v3-ep8 4096 w13 forward", "--routing", "whole-tiles"]) == 0
+    assert capsys.readouterr().out.count("needs a Hopper GPU") == 12
     with pytest.raises(SystemExit):  # 4,097 x top-8 rows are not a multiple of its 32 experts
-        ncu_w7.main(["--points", "deepseek-v3-ep8 4097 w13 forward", "--even"])
+        ncu_w7.main(["--points", "deepseek-v3-ep8 4097 w13 forward", "--routing", "even"])
     assert "not a multiple of 32 experts" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # ... nor of 256
+        ncu_w7.main(["--points", "deepseek-v3-ep8 4097 w13 forward", "--routing", "whole-tiles"])
+    assert "not a multiple of 256: no routing in whole tiles" in capsys.readouterr().err
     from benchmarks import profile_w7
-    with pytest.raises(SystemExit, match="expected routed or even"):
+    with pytest.raises(SystemExit, match="expected one of routed, even, whole-tiles"):
         profile_w7.main("deepseek-v3-ep8", "4096", "w13 forward", "torch", "uneven")
     for bad in ("qwen3-30b-a3b 4096", "qwen3 4096 w2 forward", "qwen3-30b-a3b 0 w2 forward",
                 "qwen3-30b-a3b 4096 w2 backward"):
@@ -266,3 +270,25 @@ def test_w7_l2_policy_variants_force_the_policy_through_grouped_mm_into(monkeypa
     assert all(policy in L2_POLICIES for o in seen for policy in o.values())
     args = w7_training.parse_args(["--load-policies", "--store-policies"])
     assert args.load_policies and args.store_policies and not args.no_step  # (`run` turns the step off)
+
+
+def test_whole_tile_routing_rounds_each_expert_to_whole_tiles_and_keeps_the_total():
+    """`w7_training.whole_tile_counts` (routing "whole-tiles"): every count a multiple of
+    the unit, the sum unchanged, each within one unit of the router's, the units left
+    over given to the counts that lost the most; a total that is not whole is refused."""
+    from benchmarks import w7_training
+
+    counts = [1000, 1100, 900, 1096]  # 4,096 rows: 3.9, 4.3, 3.5 and 4.3 units of 256
+    rounded = w7_training.whole_tile_counts(counts)
+    assert rounded == [1024, 1024, 1024, 1024]
+    assert w7_training.whole_tile_counts([300, 10, 202]) == [256, 0, 256]
+    assert w7_training.whole_tile_counts([0, 512, 0]) == [0, 512, 0]
+    for router in ([700, 812, 0, 1048, 1536], [1, 1, 254, 256]):
+        rounded = w7_training.whole_tile_counts(router)
+        assert sum(rounded) == sum(router) and all(r % 256 == 0 and abs(r - c) < 256 for r, c in zip(rounded, router))
+    with pytest.raises(ValueError, match="not a multiple of 256"):
+        w7_training.whole_tile_counts([100, 100])
+    from benchmarks.moe_layer import SHAPES
+    w7_training.check_routing(SHAPES["deepseek-v3-ep8"], 4096, "whole-tiles")
+    with pytest.raises(ValueError, match="expected one of routed, even, whole-tiles"):
+        w7_training.check_routing(SHAPES["deepseek-v3-ep8"], 4096, "uneven")

@@ -254,7 +254,12 @@ def test_w7_ncu_rows_are_their_kept_reports_longest_kernels(results):
     even = dict(data, config=dict(data["config"], routing="even"))
     text = training.region_w7_ncu({name: even})
     assert "<variant> even` each, every expert given the same number of rows," in text
-    assert "`python -m benchmarks.ncu_w7 --even`" in text and " even`" not in training.region_w7_ncu({name: data})
+    assert "`python -m benchmarks.ncu_w7 --routing even`" in text
+    assert " even`" not in training.region_w7_ncu({name: data})
+    tiles = dict(data, config=dict(data["config"], routing="whole-tiles"))
+    text = training.region_w7_ncu({name: tiles})
+    assert "<variant> whole-tiles` each, the router's counts rounded to whole 256-row M-steps," in text
+    assert "`python -m benchmarks.ncu_w7 --routing whole-tiles`" in text
     assert ncu.byte_count({"sections": {"s": {"m": ("Mbyte", 1.5)}}}, "s", "m") == 1.5e6
     with pytest.raises(KeyError, match="not a byte count"):
         ncu.byte_count({"sections": {"s": {"m": ("cycle", 1.0)}}}, "s", "m")

@@ -370,6 +370,11 @@ def region_profile_layer(results: Results) -> Optional[str]:
                   "other kernels, gcdsl", "ratio", "MHz, torch", "MHz, gcdsl", "W, torch", "W, gcdsl"], table)])
 
 
+# How a profile's experts' rows were counted (`w7_training.ROUTINGS`), said after its command
+ROUTING_WORDS = {"even": ", every expert given the same number of rows",
+                 "whole-tiles": ", the router's counts rounded to whole 256-row M-steps"}
+
+
 def region_w7_ncu(results: Results) -> Optional[str]:
     """Every `W7_ncu*.json` (`benchmarks/ncu_w7.py`): W7 GEMMs under Nsight Compute at the
     base SM clock, torch's kernel beside gcdsl's: cycles, DRAM and L2 traffic."""
@@ -386,13 +391,14 @@ def region_w7_ncu(results: Results) -> Optional[str]:
                           f0(r["sm_hz"] / 1e6), f2(r["dram_read_bytes"] / 1e9), f2(r["l2_bytes"] / 1e9),
                           pct(r["l2_hit"]), *against])
         machine = data["machine"]
-        even = data["config"].get("routing") == "even"
+        routing = data["config"].get("routing", "routed")
+        routed = routing == "routed"
         lines += [f"Nsight Compute at the base SM clock (`ncu --clock-control base`), one call of `python -m "
-                  f"benchmarks.profile_w7 <shape> <tokens> <case> <variant>{' even' if even else ''}` each"
-                  f"{', every expert given the same number of rows' if even else ''}, its longest kernel, at "
+                  f"benchmarks.profile_w7 <shape> <tokens> <case> <variant>{'' if routed else ' ' + routing}` each"
+                  f"{ROUTING_WORDS.get(routing, '')}, its longest kernel, at "
                   f"`{machine.get('gcdsl_git', '?')}` on an {machine.get('gpu', '?')} (`{name}.json`; the reports "
-                  f"in `{data['config'].get('reports')}`; `python -m benchmarks.ncu_w7{' --even' if even else ''}` "
-                  "runs the same). Ratios: "
+                  f"in `{data['config'].get('reports')}`; `python -m benchmarks.ncu_w7"
+                  f"{'' if routed else ' --routing ' + routing}` runs the same). Ratios: "
                   "the variant's over torch's:", "",
                   md_table(["shape", "tokens", "case", "variant", "Mcycles", "SM MHz", "DRAM read, GB", "L2, GB",
                             "L2 hit rate", "cycles / torch's", "DRAM read / torch's"], table), ""]
