@@ -23,7 +23,9 @@ torch and gcdsl as it picks beside gcdsl with each tile order forced (`ORDERS`: 
 M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
 `N_FASTEST_ROWS_PER_GROUP`. With `--load-policies`, torch and gcdsl beside gcdsl with its
 TMA loads' L2 policy forced (`LOAD_POLICY_VARIANTS`, `hopper_grouped_gemm.L2_POLICIES`); with
-`--store-policies`, with its TMA stores' (`STORE_POLICY_VARIANTS`).
+`--store-policies`, with its TMA stores' (`STORE_POLICY_VARIANTS`). With `--mma-without-rows`,
+torch and gcdsl beside gcdsl with its warpgroups that have no rows in a tile running their
+WGMMAs anyway (`GemmConfig.mma_without_rows`), on the cases with ragged rows.
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -87,6 +89,8 @@ LOAD_POLICY_VARIANTS = tuple(f"gcdsl {policy}-policy" for policy in TIMED_LOAD_P
 # ... and its stores of the output asking for one (`--store-policies`)
 TIMED_STORE_POLICIES = ("evict_first", "evict_normal")
 STORE_POLICY_VARIANTS = tuple(f"gcdsl {policy}-store" for policy in TIMED_STORE_POLICIES)
+# ... and its warpgroups without rows in a tile running their WGMMAs anyway (`mma_without_rows`)
+MMA_WITHOUT_ROWS = "gcdsl mma-without-rows"
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
@@ -121,6 +125,8 @@ def grouped(variant: str, a, b, offs):
             return grouped_mm_into(a, b, offs, out, load_policy=variant.split()[1][:-len("-policy")])
         if variant in STORE_POLICY_VARIANTS:
             return grouped_mm_into(a, b, offs, out, store_policy=variant.split()[1][:-len("-store")])
+        if variant == MMA_WITHOUT_ROWS:
+            return grouped_mm_into(a, b, offs, out, mma_without_rows=True)
         _, schedule, tile_n, *pairs = variant.split()
         return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm
@@ -363,7 +369,7 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
-    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS)
+    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS, MMA_WITHOUT_ROWS)
               if any(r["variant"] == v for r in report.rows)]
     if forced:  # --every-config: the default's time over each forced configuration's
         rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
@@ -434,6 +440,10 @@ def run(args, machine: Dict[str, Any]) -> Report:
         variants = ["torch", "gcdsl", *(LOAD_POLICY_VARIANTS if args.load_policies else ()),
                     *(STORE_POLICY_VARIANTS if args.store_policies else ())]
         args.no_step = True
+    if args.mma_without_rows:
+        variants = ["torch", "gcdsl", MMA_WITHOUT_ROWS]
+        args.cases = args.cases or ",".join(RAGGED_ROWS_CASES)
+        args.no_step = True
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
                     config={"reps": args.reps, "rounds": args.rounds, "steps": args.steps, "tolerance": TOLERANCE,
                             "quack": quack_note("gemm(cu_seqlens_m= or cu_seqlens_k=...)")})
@@ -480,6 +490,9 @@ def parse_args(argv=None):
     p.add_argument("--store-policies", action="store_true",
                    help="torch and gcdsl beside gcdsl with its stores' L2 policy forced (STORE_POLICY_VARIANTS), "
                         "no step")
+    p.add_argument("--mma-without-rows", action="store_true",
+                   help="torch and gcdsl beside gcdsl with its warpgroups without rows running their WGMMAs "
+                        f"({MMA_WITHOUT_ROWS!r}), ragged-row cases, no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     p.add_argument("--forced", default="",

@@ -270,6 +270,8 @@ def test_w7_l2_policy_variants_force_the_policy_through_grouped_mm_into(monkeypa
     assert all(policy in L2_POLICIES for o in seen for policy in o.values())
     args = w7_training.parse_args(["--load-policies", "--store-policies"])
     assert args.load_policies and args.store_policies and not args.no_step  # (`run` turns the step off)
+    w7_training.grouped(w7_training.MMA_WITHOUT_ROWS, a, b, offs)  # ... and `--mma-without-rows`'s variant
+    assert seen[-1] == dict(mma_without_rows=True) and w7_training.parse_args(["--mma-without-rows"]).mma_without_rows
 
 
 def test_whole_tile_routing_rounds_each_expert_to_whole_tiles_and_keeps_the_total():

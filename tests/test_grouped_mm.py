@@ -54,7 +54,7 @@ def rel_err(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None):
+def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None, mma_without_rows=None):
     """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
     from gcdsl.ops.grouped_mm import grouped_mm_into
     from gcdsl.ops.grouped_mm_rules import pick_tile_n
@@ -66,7 +66,7 @@ def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_ord
     tile_n = pick_tile_n(b.shape[2]) if cluster_m else None
     schedule = "cooperative" if cluster_m == 2 else None
     grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m,
-                    schedule=schedule, tile_order=tile_order)
+                    schedule=schedule, tile_order=tile_order, mma_without_rows=mma_without_rows)
     torch.cuda.synchronize()
     return out
 
@@ -123,6 +123,17 @@ def test_persistent_ctas_walk_many_tiles_in_pairs():
 def test_one_busy_group_and_tile_edges(rows, cluster_m, tile_order):
     a, b, ends = make_problem(rows, 392, 200)
     check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order), a, b, ends)
+
+
+@pytest.mark.parametrize("rows", [[0, 0, 3000, 0, 0], [1, 127, 129, 2000, 1, 0, 128, 256, 64, 65]],
+                         ids=["middle", "edges"])
+@pytest.mark.parametrize("cluster_m", [1, 2])
+def test_warpgroups_without_rows_running_their_wgmmas_store_only_their_groups_rows(rows, cluster_m):
+    """`mma_without_rows`: a pair's second CTA past its group, and a tile's second half past
+    it, compute on rows they never store; the rows stored are still exact, and none past
+    offs[-1] is written."""
+    a, b, ends = make_problem(rows, 392, 200)
+    check(run_poisoned(a, b, ends, cluster_m=cluster_m, mma_without_rows=True), a, b, ends)
 
 
 @pytest.mark.parametrize("rows_per_group, n, schedule, cluster_m", [

@@ -292,6 +292,10 @@ def test_the_configuration_refuses_an_unknown_l2_policy():
     with pytest.raises(ValueError, match="load policy 'keep' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, load_policy="keep")
     hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, store_policy="evict_first")
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, mma_without_rows=True)
+    with pytest.raises(ValueError, match="mma_without_rows is built for ragged M"):
+        hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 0, 128, ragged="k", m=256, a_major="m",
+                       b_major="n", mma_without_rows=True)
     with pytest.raises(ValueError, match="store policy 'keep' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, store_policy="keep")
 
@@ -545,6 +549,17 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
         gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), tile_order="k")
     assert info.value.param == "tile_order" and info.value.location.filename == __file__
     assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last', 'm_blocks')" in info.value.message
+
+
+def test_mma_without_rows_is_a_bool_for_ragged_rows_refused_at_the_callers_line():
+    a, b, offs = _inputs()
+    with pytest.raises(GcdslError) as info:
+        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), mma_without_rows="yes")
+    assert info.value.param == "mma_without_rows" and info.value.location.filename == __file__
+    x, dy = torch.zeros(128, 64, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16)
+    with pytest.raises(GcdslError) as info:  # the grouped reduction: no rows to be without
+        gm.grouped_mm_into(x, dy, offs, torch.empty(4, 128, 256, dtype=x.dtype), mma_without_rows=True)
+    assert info.value.param == "mma_without_rows" and "reduction is ragged" in info.value.message
 
 
 @pytest.mark.parametrize("param", ["load_policy", "store_policy"])

@@ -124,6 +124,19 @@ def test_every_tma_copy_asks_l2_for_the_configured_policy(compiled, case, copies
             (copy, entry.definition(policy))
 
 
+def test_mma_without_rows_tells_the_warpgroups_they_have_rows(compiled):
+    """`GemmConfig.mma_without_rows`: the rows a consumer warpgroup goes by are at least
+    T, a kernel parameter, so that its WGMMAs run whatever its rows: one `max.s32` more
+    than its twin without it, of a value loaded from `.param`; the WGMMAs the same."""
+    ours = _entry(compiled, "grouped_gemm_bf16_t256_g32_norder_mma_without_rows_pairs")
+    twin = _entry(compiled, "grouped_gemm_bf16_t256_g32_norder_pairs")
+    assert len(ours.instructions("wgmma.mma_async")) == len(twin.instructions("wgmma.mma_async"))
+    maxima = ours.instructions("max.s32")
+    assert len(maxima) == len(twin.instructions("max.s32")) + 1
+    operands = [re.findall(r"%r\d+", m)[1:] for m in maxima]
+    assert any(any(_trace_back(ours, r, depth=1).startswith("ld.param") for r in regs) for regs in operands)
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_no_descriptor_modification_and_global_loads_only_of_offs(compiled, case):
     text = compiled.ptx(case)

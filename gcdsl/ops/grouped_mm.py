@@ -227,7 +227,8 @@ def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
 
 class Choices(NamedTuple):
     """The kernel's choices: the consumer schedule, tile width, CTAs per cluster and tile
-    order, and the L2 policy of its loads and stores. What a call forces (`forcing`,
+    order, the L2 policy of its loads and stores, and whether warpgroups without rows run
+    their WGMMAs (`GemmConfig.mma_without_rows`). What a call forces (`forcing`,
     `grouped_mm_into`'s arguments) has None wherever the heuristics pick; what a plan is
     compiled for (`_plan_for`) has them all but the cluster size, since a plan holds every
     size."""
@@ -237,6 +238,7 @@ class Choices(NamedTuple):
     tile_order: Optional[str] = None
     load_policy: Optional[str] = None
     store_policy: Optional[str] = None
+    mma_without_rows: Optional[bool] = None
 
 
 NOTHING_FORCED = Choices()  # (made once: a call looks it up on every eager launch)
@@ -290,7 +292,7 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
                     schedule: Optional[str] = None, activation: str = "none",
                     tile_order: Optional[str] = None, load_policy: Optional[str] = None,
-                    store_policy: Optional[str] = None) -> torch.Tensor:
+                    store_policy: Optional[str] = None, mma_without_rows: Optional[bool] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
@@ -298,7 +300,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     "pingpong": `hopper_grouped_gemm`'s SCHEDULES) and `tile_order` ("m", "n",
     "m_partial_last" or "m_blocks", ragged rows: `TILE_ORDERS`) override the heuristics,
     and `load_policy` and `store_policy` (`L2_POLICIES`) the L2 policy of the kernel's loads of
-    A and B and of its stores of the output;
+    A and B and of its stores of the output, and `mma_without_rows` (ragged rows) whether a
+    warpgroup none of whose rows of a tile lie in its group runs its WGMMAs anyway;
     the tests and the benchmarks use them to run every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
@@ -312,12 +315,18 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     if tile_order is not None and tile_order not in TILE_ORDERS:
         fail(f"tile_order {tile_order!r} is not one of {TILE_ORDERS}", param="tile_order")
     dims = (a.dim(), b.dim()) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else None
+    if mma_without_rows is not None and not isinstance(mma_without_rows, bool):
+        fail(f"mma_without_rows {mma_without_rows!r} is not a bool", param="mma_without_rows")
+    if mma_without_rows and dims in ((2, 2), (3, 3)):
+        fail("mma_without_rows concerns the tiles of a product with ragged rows (2D x 3D, 3D x 2D); this one's "
+             f"{'reduction is ragged' if dims == (2, 2) else 'groups are a batch'}", param="mma_without_rows",
+             hint="leave mma_without_rows out (None)")
     if tile_order not in (None, "m") and dims in ((2, 2), (3, 3)):  # ragged rows: 2D x 3D, 3D x 2D
         fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
              f"this one's {'reduction is ragged' if dims == (2, 2) else 'groups are a batch'} and has one order",
              param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
     launch = _launch_for(a, b, offs, out.dtype, activation,
-                         Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy))
+                         Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy, mma_without_rows))
     problem = launch.problem
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
@@ -353,7 +362,8 @@ class _Launch:
         tile_order = forced.tile_order if problem.ragged == "m" and forced.tile_order else pick_tile_order(problem)
         plan = _plan_for(problem, a.dtype, a.device, Choices(schedule, tile_n, None, tile_order,
                                                             forced.load_policy or "default",
-                                                            forced.store_policy or "default"))
+                                                            forced.store_policy or "default",
+                                                            bool(forced.mma_without_rows)))
         cluster_m = forced.cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
         self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
         with torch.cuda.device(a.device):  # compile and load in a's device context
@@ -472,7 +482,8 @@ class _Plan:
         single = hgg.GemmConfig(ab, c, problem.groups, problem.n, problem.k, picked.tile_n, 1, ragged=problem.ragged,
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m,
                                 schedule=picked.schedule, activation=problem.activation, tile_order=picked.tile_order,
-                                load_policy=picked.load_policy, store_policy=picked.store_policy)
+                                load_policy=picked.load_policy, store_policy=picked.store_policy,
+                                mma_without_rows=picked.mma_without_rows)
         self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0
@@ -503,8 +514,8 @@ _PLANS: Dict[Tuple, _Plan] = {}
 
 
 def _plan_for(problem: Problem, ab_dtype: torch.dtype, device: torch.device, picked: Choices) -> _Plan:
-    """The plan of `picked`'s schedule, tile width, tile order and L2 policies (its
-    cluster size aside: a plan holds every size) for `problem`'s kernel."""
+    """The plan of `picked`'s choices (its cluster size aside: a plan holds every size)
+    for `problem`'s kernel."""
     key = (problem.ragged, problem.a_major, problem.b_major, ab_dtype, problem.out_dtype, problem.groups,
            problem.m, problem.n, problem.k, problem.activation, picked, device.index)
     plan = _PLANS.get(key)

@@ -157,6 +157,14 @@ class GemmConfig:
     tile_order: str = "m"  # (TILE_ORDERS)
     load_policy: str = "default"  # (L2_POLICIES) the TMA loads of A and B
     store_policy: str = "default"  # (L2_POLICIES) the TMA stores of the output
+    # Ragged M: whether a consumer warpgroup whose rows of a tile all lie past its group (a
+    # pair's second CTA on an odd last M-tile; with the cooperative schedule, the second
+    # half of a tile of 64 rows or fewer) runs its WGMMAs anyway, on rows it never stores,
+    # as CUTLASS's kernels do. Then every tile takes the same time and the persistent CTAs
+    # stay in step, sharing what they load through L2; without, such a tile ends early and
+    # its CTA runs ahead of the others (benchmarks/RESULTS.md, "DRAM traffic against
+    # torch's kernel").
+    mma_without_rows: bool = False
 
     @property
     def tile_m(self) -> int:
@@ -222,6 +230,8 @@ class GemmConfig:
         for copies, policy in (("load", self.load_policy), ("store", self.store_policy)):
             if policy not in L2_POLICIES:
                 problems.append(f"{copies} policy {policy!r} is not one of {tuple(L2_POLICIES)}")
+        if self.mma_without_rows and self.ragged != "m":
+            problems.append("mma_without_rows is built for ragged M (a group without K must store zeros)")
         if self.split_k < 1:
             problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
         elif self.split_k > 1:

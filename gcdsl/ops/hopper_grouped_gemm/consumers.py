@@ -65,7 +65,8 @@ class Consumers:
                 if cutlass.const_expr(self.config.zero_fill):  # both warpgroups, whatever their rows
                     self.zero_columns_before_group(mainloop, read, sA, sB, k_tiles * tile_k - length,
                                                    consumer_tidx, 256, ZERO_FILL_BARRIER)
-            read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles, rows_here)
+            read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
+                                          self.mma_rows(rows_here, total))
 
             # (no store for the second CTA of a pair that has no rows: the whole CTA skips it)
             if rows > m_tile * tile_m:
@@ -139,7 +140,8 @@ class Consumers:
                     self.zero_columns_before_group(mainloop, read, sA, sB, k_tiles * tile_k - length,
                                                    consumer_tidx, 128, ZERO_FILL_BARRIER + turn_of)
                 read, release = self.mma_tile(mainloop, tiled_mma, acc, tCrA, tCrB, read, release, k_tiles,
-                                              rows_here, my_turn_done, tile + num_clusters < total_tiles)
+                                              self.mma_rows(rows_here, total), my_turn_done,
+                                              tile + num_clusters < total_tiles)
                 if rows > m_tile * tile_m:
                     self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                     group, start, rows, m_tile, n_tile, warp, epilogue_barrier, store_warp,
@@ -154,6 +156,16 @@ class Consumers:
         if warp == store_warp:
             with cute.arch.elect_one():
                 cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+    def mma_rows(self, rows_here: cutlass.Int32, total: cutlass.Int32) -> cutlass.Int32:
+        """The rows `mma_tile` is told a warpgroup has: its own, or with
+        `GemmConfig.mma_without_rows` all T of them (T > 0 wherever the kernel runs), so
+        that its WGMMAs always run. (T, a runtime value, keeps the path without WGMMAs in
+        the code, never taken: with it folded away, ptxas predicated an R2UR of a
+        descriptor address, which the SASS test forbids.)"""
+        if cutlass.const_expr(self.config.mma_without_rows):
+            return cutlass.max(rows_here, total)
+        return rows_here
 
     @cute.jit
     def mma_tile(self, mainloop, tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrA: cute.Tensor, tCrB: cute.Tensor,
