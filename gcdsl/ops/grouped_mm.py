@@ -315,15 +315,16 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     if tile_order is not None and tile_order not in TILE_ORDERS:
         fail(f"tile_order {tile_order!r} is not one of {TILE_ORDERS}", param="tile_order")
     dims = (a.dim(), b.dim()) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) else None
+    # what a product without ragged rows (2D x 3D, 3D x 2D) has instead, where it has none
+    no_ragged_rows = {(2, 2): "reduction is ragged", (3, 3): "groups are a batch"}.get(dims)
     if mma_without_rows is not None and not isinstance(mma_without_rows, bool):
         fail(f"mma_without_rows {mma_without_rows!r} is not a bool", param="mma_without_rows")
-    if mma_without_rows and dims in ((2, 2), (3, 3)):
+    if mma_without_rows and no_ragged_rows:
         fail("mma_without_rows concerns the tiles of a product with ragged rows (2D x 3D, 3D x 2D); this one's "
-             f"{'reduction is ragged' if dims == (2, 2) else 'groups are a batch'}", param="mma_without_rows",
-             hint="leave mma_without_rows out (None)")
-    if tile_order not in (None, "m") and dims in ((2, 2), (3, 3)):  # ragged rows: 2D x 3D, 3D x 2D
+             f"{no_ragged_rows}", param="mma_without_rows", hint="leave mma_without_rows out (None)")
+    if tile_order not in (None, "m") and no_ragged_rows:
         fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
-             f"this one's {'reduction is ragged' if dims == (2, 2) else 'groups are a batch'} and has one order",
+             f"this one's {no_ragged_rows} and has one order",
              param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
     launch = _launch_for(a, b, offs, out.dtype, activation,
                          Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy, mma_without_rows))
