@@ -85,8 +85,10 @@ MODES = ("graph", "eager")
 # has ("pair up <schedule> <tile_n>" the SwiGLU gate-up GEMM, "pair down ..." the down
 # GEMM, then "alone" or "pairs" for CTAs alone or in pairs where the rule would pick
 # either), or with the heuristics' tiles and a group's tiles M-steps or N-tiles fastest
-# ("pair up m-order", ..., "pair down n-order"; `gcdsl.ops.grouped_mm.forcing`). Graph
-# replays only: the data for their rules.
+# ("pair up m-order", ..., "pair down n-order"; `gcdsl.ops.grouped_mm.forcing`), or with
+# both GEMMs' warpgroups running their WGMMAs on tiles where they have no rows ("pair
+# mma-without-rows", `GemmConfig.mma_without_rows`). Graph replays only: the data for
+# their rules.
 FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streamed", "one kernel default",
            "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
@@ -97,7 +99,8 @@ FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streame
                                                     ("pingpong", 192), ("pingpong", 128), ("pingpong", 64)))
           + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs"))
           + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down")
-                  for order in ("m", "n", "m_partial_last", "m_blocks")))
+                  for order in ("m", "n", "m_partial_last", "m_blocks"))
+          + ("pair mma-without-rows",))
 CLUSTERS = {"alone": 1, "pairs": 2}  # the last word of a forced two-GEMM form
 POOL = 4
 TOLERANCE = 2e-2
@@ -163,6 +166,12 @@ def layer(variant: str) -> Callable:
         from gcdsl.ops.grouped_mm import forcing
 
         _, gemm, *words = variant.split()
+        if gemm == "mma-without-rows":  # both GEMMs' warpgroups run their WGMMAs without rows
+            def both(*args):
+                with forcing("swiglu", mma_without_rows=True), forcing("none", mma_without_rows=True):
+                    return fused_moe_pair(*args)
+
+            return both
         activation = "swiglu" if gemm == "up" else "none"
         if words[0].endswith("-order"):
             options = dict(tile_order=words[0][:-len("-order")])

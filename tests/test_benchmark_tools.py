@@ -135,8 +135,9 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
 
 def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monkeypatch):
     """`--forced "pair <gemm> ..."`: each form runs `fused_moe_pair` inside `forcing` for its
-    GEMM's activation, with its schedule, tile and cluster or with its tile order alone;
-    `w7_training --orders` forces the order through `grouped_mm_into`."""
+    GEMM's activation, with its schedule, tile and cluster or with its tile order alone, and
+    "pair mma-without-rows" inside both GEMMs' `forcing`; `w7_training --orders` forces the
+    order through `grouped_mm_into`."""
     import contextlib
 
     from benchmarks import w7_training, w8_fused_moe
@@ -155,12 +156,13 @@ def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monk
     monkeypatch.setattr(gm, "forcing", forcing)
     monkeypatch.setattr(fm, "fused_moe_pair", lambda *args: "pair")
     for form in ("pair up cooperative 256 pairs", "pair down pingpong 192", "pair up n-order", "pair down m-order",
-                 "pair down m_partial_last-order"):
+                 "pair down m_partial_last-order", "pair mma-without-rows"):
         assert form in w8_fused_moe.FORCED and w8_fused_moe.layer(form)() == "pair"
     assert seen == [("swiglu", dict(schedule="cooperative", tile_n=256, cluster_m=2)),
                     ("none", dict(schedule="pingpong", tile_n=192, cluster_m=None)),
                     ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m")),
-                    ("none", dict(tile_order="m_partial_last"))]
+                    ("none", dict(tile_order="m_partial_last")),
+                    ("swiglu", dict(mma_without_rows=True)), ("none", dict(mma_without_rows=True))]
     assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order",
                                   "gcdsl m_blocks-order")
 

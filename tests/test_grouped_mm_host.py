@@ -864,8 +864,9 @@ def test_swiglu_backward_runs_through_grouped_mm_cases():
 
 
 def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_block(monkeypatch):
-    """`forcing` hands its (schedule, tile_n, cluster_m) to the launches the op picks itself,
-    for the activation named, nested blocks restore the outer one, and nothing stays forced after."""
+    """`forcing` hands its choices (schedule, tile_n, cluster_m, tile_order,
+    mma_without_rows) to the launches the op picks itself, for the activation named, nested
+    blocks restore the outer one, and nothing stays forced after."""
     seen = []
 
     class Launch:
@@ -875,7 +876,8 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
             return None
 
     def launch_for(a, b, offs, out_dtype, activation="none", forced=gm.NOTHING_FORCED):
-        seen.append((activation, forced.schedule, forced.tile_n, forced.cluster_m, forced.tile_order))
+        seen.append((activation, forced.schedule, forced.tile_n, forced.cluster_m, forced.tile_order,
+                     forced.mma_without_rows))
         return Launch()
 
     monkeypatch.setattr(gm, "_launch_for", launch_for)
@@ -887,9 +889,12 @@ def test_forcing_reaches_the_launch_of_its_activation_only_and_ends_with_the_blo
             gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
         with gm.forcing("none", tile_order="n"):
             gm._grouped_mm_impl(a, None, None, None)
+        with gm.forcing("none", mma_without_rows=True):
+            gm._grouped_mm_impl(a, None, None, None)
         gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
     gm._grouped_mm_impl(a, None, None, None, activation="swiglu")
-    assert seen == [("swiglu", "pingpong", 64, None, None), ("none", None, None, None, None),
-                    ("swiglu", "cooperative", 128, 2, None), ("none", None, None, None, "n"),
-                    ("swiglu", "pingpong", 64, None, None), ("swiglu", None, None, None, None)]
+    assert seen == [("swiglu", "pingpong", 64, None, None, None), ("none", None, None, None, None, None),
+                    ("swiglu", "cooperative", 128, 2, None, None), ("none", None, None, None, "n", None),
+                    ("none", None, None, None, None, True),
+                    ("swiglu", "pingpong", 64, None, None, None), ("swiglu", None, None, None, None, None)]
     assert gm._FORCED == {}

@@ -248,15 +248,17 @@ _FORCED: Dict[str, Choices] = {}
 
 @contextlib.contextmanager
 def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None,
-            cluster_m: Optional[int] = None, tile_order: Optional[str] = None) -> Iterator[None]:
+            cluster_m: Optional[int] = None, tile_order: Optional[str] = None,
+            mma_without_rows: Optional[bool] = None) -> Iterator[None]:
     """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
-    runs `schedule`, `tile_n`, `cluster_m` and `tile_order` where the heuristics would pick
-    them (None: the heuristic's; a tile order, products with ragged rows only): how the
+    runs `schedule`, `tile_n`, `cluster_m`, `tile_order` and `mma_without_rows` where the
+    heuristics would pick them (None: the heuristic's; a tile order and warpgroups running
+    their WGMMAs without rows, products with ragged rows only): how the
     benchmarks time each configuration inside a layer whose calls they do not make
     (`fused_moe`, the W6 layer). For measurement: not thread-safe, and a CUDA graph keeps
     what was forced at capture."""
     before = _FORCED.get(activation)
-    _FORCED[activation] = Choices(schedule, tile_n, cluster_m, tile_order)
+    _FORCED[activation] = Choices(schedule, tile_n, cluster_m, tile_order, mma_without_rows=mma_without_rows)
     try:
         yield
     finally:
@@ -359,12 +361,12 @@ class _Launch:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, forced.schedule, forced.tile_n, forced.cluster_m,
                                       _sm_count(a.device.index))
-        # (a tile order forced by `forcing` concerns ragged rows: the other products have one order)
+        # (a tile order or WGMMAs without rows forced by `forcing` concern ragged rows only)
         tile_order = forced.tile_order if problem.ragged == "m" and forced.tile_order else pick_tile_order(problem)
         plan = _plan_for(problem, a.dtype, a.device, Choices(schedule, tile_n, None, tile_order,
                                                             forced.load_policy or "default",
                                                             forced.store_policy or "default",
-                                                            bool(forced.mma_without_rows)))
+                                                            problem.ragged == "m" and bool(forced.mma_without_rows)))
         cluster_m = forced.cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
         self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
         with torch.cuda.device(a.device):  # compile and load in a's device context
