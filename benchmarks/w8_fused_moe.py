@@ -394,7 +394,8 @@ def _print_forced(report: Report, shapes, tokens, forced) -> None:
     faster), per point, and the fastest of each."""
     if not forced:
         return
-    kinds = {"decode": "fused_moe", "one kernel": "fused_moe", "pair up": "pair", "pair down": "pair"}
+    kinds = {"decode": "fused_moe", "one kernel": "fused_moe", "pair up": "pair", "pair down": "pair",
+             "pair mma-without-rows": "pair"}
     rows = []
     for shape in shapes:
         for t in tokens:

@@ -390,6 +390,43 @@ def test_store_policies_region_shows_each_store_policy_against_the_default():
     assert row.split(" | ")[-3:] == ["1.10x", "0.90x", "1.03x |"]
 
 
+def test_mma_without_rows_region_shows_the_default_over_the_variant_for_the_cases_it_timed():
+    """`--mma-without-rows` runs (W7_mma_without_rows*.json): each case's times, gcdsl's
+    default over the variant and torch over gcdsl; the command names the cases it timed."""
+    from benchmarks import w7_training
+    from benchmarks.reporting import training
+
+    assert training.region_w7_mma_without_rows({}) is None
+    times = {"torch": 3000.0, "gcdsl": 2900.0, w7_training.MMA_WITHOUT_ROWS: 2636.4}
+    rows = [{"shape": "deepseek-v3-ep8", "tokens": 4096, "case": case, "variant": v, "us": us, "status": "OK"}
+            for case in w7_training.RAGGED_ROWS_CASES for v, us in times.items()]
+    source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
+    text = training.region_w7_mma_without_rows({"W7_mma_without_rows_h100": source})
+    assert '--mma-without-rows --shapes deepseek-v3-ep8 --tokens 4096 --cases "w13 forward,w13 input grad,' \
+        'w2 forward,w2 input grad" --rounds 3 --json W7_mma_without_rows_h100`' in text
+    assert "| mma without rows | default / mma without rows | torch / gcdsl |" in text
+    row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
+    assert row.split(" | ")[1:] == ["4096", "w13 forward", "3000.0", "2900.0", "2636.4", "1.10x", "1.03x |"]
+
+
+def test_w8_mma_without_rows_region_shows_the_pair_over_the_forced_form():
+    """W8_mma_without_rows*.json: each point's graph replays of torch, the pair as it runs
+    and the forced form, the pair's and torch's time over the forced form's."""
+    from benchmarks.reporting import fused_moe
+
+    assert fused_moe.region_w8_mma_without_rows({}) is None
+    times = {"torch": 5600.0, "pair": 5000.0, "fused_moe": 5000.0, fused_moe.MMA_WITHOUT_ROWS_FORM: 4000.0}
+    rows = [{"shape": "mixtral-8x7b", "tokens": 4096, "variant": v, "mode": "graph", "us": us, "status": "OK"}
+            for v, us in times.items()]
+    source = {"results": rows, "config": {"rounds": 3, "calls": 20},
+              "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
+    text = fused_moe.region_w8_mma_without_rows({"W8_mma_without_rows_h100": source})
+    assert '--shapes mixtral-8x7b --tokens 4096 --rounds 3 --variants torch,pair,fused_moe ' \
+        '--forced "pair mma-without-rows" --json W8_mma_without_rows_h100`' in text
+    row = next(line for line in text.splitlines() if line.startswith("| mixtral-8x7b"))
+    assert row.split(" | ")[1:] == ["4096", "5600.0", "5000.0", "5000.0", "4000.0", "1.25x", "1.40x |"]
+
+
 def test_w8_region_shows_how_far_torch_is_from_the_bound_and_where_no_layer_can_meet_the_target():
     """*torch / bound* at T <= 64 (graph and eager), and the targets line names the points
     where it is below 1.50x; a run kept beside W8.json (`--json W8_h100`) renders alone,

@@ -321,6 +321,43 @@ def region_w8_pairs(results: Results) -> Optional[str]:
     return "\n".join(text[:-1])
 
 
+# fused_moe's two-GEMM form with both GEMMs' warpgroups running their WGMMAs on tiles where
+# they have no rows (`GemmConfig.mma_without_rows`): W8_mma_without_rows*.json
+MMA_WITHOUT_ROWS_FORM = "pair mma-without-rows"
+
+
+def region_w8_mma_without_rows(results: Results) -> Optional[str]:
+    """The runs of `--forced "pair mma-without-rows"` (W8_mma_without_rows*.json): the
+    two-GEMM form with both GEMMs' warpgroups running their WGMMAs where they have no rows,
+    beside the form as it runs and torch's layer, graph replays."""
+    runs = sorted(name for name in results if name.startswith("W8_mma_without_rows"))
+    if not runs:
+        return None
+    text = []
+    for name in runs:
+        source = results[name]
+        variants = [v for v in ("torch", "pair", "fused_moe") if any(r["variant"] == v and ok(r)
+                                                                       for r in source["results"])]
+        points = _forced_times(source, (*variants, MMA_WITHOUT_ROWS_FORM))
+        table = []
+        for s, t, us in points:
+            forced, pair, torch = (us.get(v) for v in (MMA_WITHOUT_ROWS_FORM, "pair", "torch"))
+            table.append([s, str(t)] + [f1(us[v]) if v in us else "-" for v in (*variants, MMA_WITHOUT_ROWS_FORM)]
+                         + [ratio(pair / forced) if pair and forced else "-",
+                            ratio(torch / forced) if torch and forced else "-"])
+        shapes = ",".join(dict.fromkeys(s for s, _, _ in points))
+        text += [
+            f"Command: `python benchmarks/w8_fused_moe.py --shapes {shapes} --tokens {_forced_tokens(points)} "
+            f"--rounds {source['config'].get('rounds')} --variants {','.join(variants)} "
+            f"--forced \"{MMA_WITHOUT_ROWS_FORM}\" --json {name}`{_forced_replays(source)} *pair*: "
+            "`fused_moe_pair` as it runs; *mma-without-rows*: the same with every warpgroup of both GEMMs running "
+            "its WGMMAs on tiles where it has no rows. Ratios: each time over that of *mma-without-rows* (above 1, "
+            "running them is faster):", "",
+            md_table(["shape", "tokens", *variants, "mma-without-rows", "pair / mma-without-rows",
+                      "torch / mma-without-rows"], table), ""]
+    return "\n".join(text[:-1])
+
+
 # A/B runs of the decode layer, `w8_fused_moe.py` at two commits in turn, W8_ab_<form>_<n>.json:
 # the layer launched as two kernels (the routing kernel, which zeroed the decode kernel's
 # barrier counter, then the decode kernel) and as the decode kernel alone; then the decode

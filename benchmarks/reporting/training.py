@@ -292,14 +292,39 @@ def region_w7_policies(results: Results) -> Optional[str]:
     stores of the output, asking L2 for each policy, beside its default and torch."""
     from .. import w7_training as w7
 
-    kinds = {"W7_policies": ("--load-policies", w7.TIMED_LOAD_POLICIES, w7.LOAD_POLICY_VARIANTS),
-             "W7_store_policies": ("--store-policies", w7.TIMED_STORE_POLICIES, w7.STORE_POLICY_VARIANTS)}
+    what = ("*default / <policy>* is gcdsl's time with the default over its time with that policy (above 1, the "
+            "policy is faster)")
+    return _against_default(results, {
+        "W7_policies": ("--load-policies", w7.TIMED_LOAD_POLICIES, w7.LOAD_POLICY_VARIANTS, what),
+        "W7_store_policies": ("--store-policies", w7.TIMED_STORE_POLICIES, w7.STORE_POLICY_VARIANTS, what)})
+
+
+def region_w7_mma_without_rows(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --mma-without-rows` (W7_mma_without_rows*.json): gcdsl
+    with its warpgroups running their WGMMAs on tiles where they have no rows, beside gcdsl
+    as it runs and torch."""
+    from .. import w7_training as w7
+
+    return _against_default(results, {"W7_mma_without_rows": (
+        "--mma-without-rows", ("mma without rows",), (w7.MMA_WITHOUT_ROWS,),
+        "*default / mma without rows* is gcdsl's time as it runs over its time with every warpgroup running its "
+        "WGMMAs (above 1, running them is faster)")})
+
+
+def _against_default(results: Results, kinds) -> Optional[str]:
+    """The side runs of w7_training.py named by `kinds` (JSON name prefix: (flag, column
+    labels, variants, what the ratios say)): each case's times of torch, gcdsl and the
+    variants, gcdsl's time over each variant's, torch's over gcdsl's; a case missing a
+    variant is left out."""
+    from .. import w7_training as w7
+
     runs = [(run, kind) for prefix, kind in kinds.items() for run in _side_runs(results, prefix)]
     if not runs:
         return None
     text = []
-    for (name, source, rows), (flag, policies, policy_variants) in runs:
-        variants = ("torch", "gcdsl", *policy_variants)
+    runs.sort(key=lambda run: run[0][1].get("machine", {}).get("date", ""))  # oldest first
+    for (name, source, rows), (flag, labels, against, what) in runs:
+        variants = ("torch", "gcdsl", *against)
         table = []
         for s, t, case in dict.fromkeys((r["shape"], r["tokens"], r["case"]) for r in source["results"]):
             got = {v: rows.get((s, t, case, v)) for v in variants}
@@ -309,10 +334,9 @@ def region_w7_policies(results: Results) -> Optional[str]:
             table.append([s, str(t), case, *map(f1, us), *(ratio(us[1] / u) for u in us[2:]), ratio(us[0] / us[1])])
         some_cases = {case for _, _, case, _ in rows} != set(w7.CASES)  # (a run given --cases)
         text += [_side_run_command(name, source, flag, table, cases=some_cases) + " Device microseconds, median "
-                 "of the round medians; *default / <policy>* is gcdsl's time with the default over its time with "
-                 "that policy (above 1, the policy is faster):", "",
-                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *policies,
-                           *(f"default / {p}" for p in policies), "torch / gcdsl"], table), ""]
+                 f"of the round medians; {what}:", "",
+                 md_table(["shape", "tokens", "case", "torch", "gcdsl", *labels,
+                           *(f"default / {label}" for label in labels), "torch / gcdsl"], table), ""]
     return "\n".join(text[:-1])
 
 
