@@ -227,7 +227,7 @@ def test_configuration_says_what_a_call_runs(monkeypatch):
     a, b, offs = _inputs(g=8, m=8 * 128, n=4096, k=256)  # one M-tile a group at a wide N: ping-pong
     a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
     picked = gm.configuration(a, b, offs)
-    assert picked == ("pingpong", 128, 192, 1, "m")
+    assert picked == ("pingpong", 128, 192, 1, "m", False)
     assert str(picked) == "pingpong 128 x 192, single CTAs, m-order"
     with gm.forcing("none", schedule="cooperative", tile_n=256, cluster_m=2):
         assert str(gm.configuration(a, b, offs)) == "cooperative 128 x 256, pairs, m-order"
@@ -244,6 +244,55 @@ def test_tile_heuristic_from_n_and_at_decode_from_m_and_g():
     assert rules.pick_tile_n(1536, m=512, groups=128) == 256  # 128 groups x 6 tiles
     assert rules.pick_tile_n(4096, m=8, groups=32) == 256  # 8 x 16 = 128 tiles: about one wave already
     assert rules.pick_tile_n(2048, m=8, groups=128, sms=132) == 128 and rules.pick_tile_n(2048, m=9, groups=128) == 256
+
+
+def test_warpgroups_without_rows_run_their_wgmmas_where_the_plain_products_groups_are_large(monkeypatch):
+    """`pick_mma_without_rows`: the plain product with ragged rows whose groups average at
+    least MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP rows; not SwiGLU's, not ragged K or a batch.
+    A call's configuration says so, and what a call forces (`forcing`, as
+    `grouped_mm_into`'s argument) overrides it either way."""
+    def problem(rows, ragged="m", activation="none", groups=32):
+        return types.SimpleNamespace(ragged=ragged, total=rows * groups, groups=groups, activation=activation)
+
+    per_group = rules.MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP
+    assert rules.pick_mma_without_rows(problem(per_group))  # DeepSeek-V3's GEMMs at 16,384 tokens
+    assert not rules.pick_mma_without_rows(problem(per_group - 8))
+    assert not rules.pick_mma_without_rows(problem(per_group, activation="swiglu"))
+    assert not rules.pick_mma_without_rows(problem(per_group, ragged="k"))
+    assert not rules.pick_mma_without_rows(problem(per_group, ragged=None))
+
+    picked_with = []
+
+    class StubPlan:
+        tile_m, pairs_fit, max_clusters = 128, True, {1: 132, 2: 66}
+
+        def __init__(self, picked):
+            self.tile_n = picked.tile_n
+            picked_with.append(picked.mma_without_rows)
+
+        def kernel(self, cluster_m):
+            return lambda *args: None
+
+    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, picked: StubPlan(picked))
+    monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
+    monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
+    monkeypatch.setattr(gm, "_LAUNCHES", {})
+
+    class OnDevice(torch.Tensor):
+        @property
+        def device(self):
+            return torch.device("cuda", 0)
+
+    for rows, expected in ((per_group, True), (per_group // 2, False)):
+        a, b, offs = _inputs(g=2, m=2 * rows, n=256, k=64)
+        a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
+        picked = gm.configuration(a, b, offs)
+        assert picked.mma_without_rows is expected
+        assert str(picked).endswith(", WGMMAs without rows") is expected
+        with gm.forcing("none", mma_without_rows=not expected):
+            assert gm.configuration(a, b, offs).mma_without_rows is (not expected)
+    assert picked_with == [True, False, False, True]
 
 
 def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():

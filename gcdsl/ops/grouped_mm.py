@@ -51,7 +51,8 @@ import torch
 import torch.utils._python_dispatch
 
 from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fail, require_hopper, strides_match
-from .grouped_mm_rules import cluster_tile_bound, default_cluster_m, fixed_m_tiles, pick_tile_order, pick_tiles
+from .grouped_mm_rules import (cluster_tile_bound, default_cluster_m, fixed_m_tiles, pick_mma_without_rows,
+                               pick_tile_order, pick_tiles)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -270,16 +271,19 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
 
 class Configuration(NamedTuple):
     """What a call runs: the consumer schedule, the tile, the CTAs per cluster (2: pairs
-    sharing B by multicast) and the tile order (`hopper_grouped_gemm`)."""
+    sharing B by multicast), the tile order and whether warpgroups without rows in a tile
+    run their WGMMAs (`hopper_grouped_gemm`)."""
     schedule: str
     tile_m: int
     tile_n: int
     cluster_m: int
     tile_order: str
+    mma_without_rows: bool = False
 
     def __str__(self) -> str:
         pairs = "pairs" if self.cluster_m == 2 else "single CTAs"
-        return f"{self.schedule} {self.tile_m} x {self.tile_n}, {pairs}, {self.tile_order}-order"
+        every = ", WGMMAs without rows" if self.mma_without_rows else ""
+        return f"{self.schedule} {self.tile_m} x {self.tile_n}, {pairs}, {self.tile_order}-order{every}"
 
 
 def configuration(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -303,8 +307,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     "m_partial_last" or "m_blocks", ragged rows: `TILE_ORDERS`) override the heuristics,
     and `load_policy` and `store_policy` (`L2_POLICIES`) the L2 policy of the kernel's loads of
     A and B and of its stores of the output, and `mma_without_rows` (ragged rows) whether a
-    warpgroup none of whose rows of a tile lie in its group runs its WGMMAs anyway;
-    the tests and the benchmarks use them to run every variant.
+    warpgroup none of whose rows of a tile lie in its group runs its WGMMAs anyway (None:
+    `pick_mma_without_rows`); the tests and the benchmarks use them to run every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
     from .hopper_grouped_gemm import L2_POLICIES, SCHEDULES, TILE_ORDERS
@@ -363,12 +367,14 @@ class _Launch:
                                       _sm_count(a.device.index))
         # (a tile order or WGMMAs without rows forced by `forcing` concern ragged rows only)
         tile_order = forced.tile_order if problem.ragged == "m" and forced.tile_order else pick_tile_order(problem)
+        mma_without_rows = problem.ragged == "m" and (pick_mma_without_rows(problem) if forced.mma_without_rows is None
+                                                      else forced.mma_without_rows)
         plan = _plan_for(problem, a.dtype, a.device, Choices(schedule, tile_n, None, tile_order,
                                                             forced.load_policy or "default",
-                                                            forced.store_policy or "default",
-                                                            problem.ragged == "m" and bool(forced.mma_without_rows)))
+                                                            forced.store_policy or "default", mma_without_rows))
         cluster_m = forced.cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
-        self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order)
+        self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order,
+                                           mma_without_rows)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":

@@ -1,7 +1,7 @@
 """Which configuration `grouped_mm` runs, from shapes alone (never `offs`, which may be
 on the GPU): each rule beside the measurements that set it. `grouped_mm.configuration`
 says what a call runs, and `grouped_mm_into(..., schedule=, tile_n=, cluster_m=,
-tile_order=)` overrides any of them.
+tile_order=, mma_without_rows=)` overrides any of them.
 
 Schedule (`pick_schedule`): ping-pong for ragged M once groups average a full 128-row
 tile, where N is narrow (`PINGPONG_MAX_N`; `PINGPONG_SHORT_K_MAX_N` where K is short),
@@ -21,8 +21,11 @@ gate-up product `SWIGLU_PAIR_ROWS_PER_GROUP` (cooperative only), or where
 last B tile starts inside B), else single CTAs; the grouped reduction in pairs wherever
 they fit. Tile order (ragged rows): a group's N-tiles fastest where K > N and groups
 average at least `N_FASTEST_ROWS_PER_GROUP` rows, else its M-steps fastest
-(`pick_tile_order`). SwiGLU's gate-up product has tiles of its own (`pick_tiles`): the
-cooperative 128x256 where N is a multiple of 256, else ping-pong 128x128.
+(`pick_tile_order`). Warpgroups without rows in a tile (ragged rows) run their WGMMAs
+anyway where the plain product's groups average at least
+`MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP` rows (`pick_mma_without_rows`). SwiGLU's gate-up
+product has tiles of its own (`pick_tiles`): the cooperative 128x256 where N is a multiple
+of 256, else ping-pong 128x128.
 """
 from __future__ import annotations
 
@@ -55,6 +58,18 @@ SWIGLU_PAIR_ROWS_PER_GROUP = 128
 # tokens). Below about 1,024 rows a group (Qwen3-30B-A3B at 4,096 tokens) neither order
 # led on both machines.
 N_FASTEST_ROWS_PER_GROUP = 1024
+# A consumer warpgroup with no rows in a tile (a pair's second CTA on an odd last M-tile,
+# the second half of a tile of 64 rows or fewer) runs its WGMMAs anyway where the plain
+# product's groups average at least this many rows: its tile then takes as long as the
+# others, and the persistent CTAs stay in step and share their loads through L2. On an
+# H100 (`benchmarks/ncu_w7.py`, `w7_training.py --mma-without-rows`, RESULTS.md
+# "Warpgroups without rows running their WGMMAs") it cut DeepSeek-V3's gate-up DRAM reads
+# by a quarter at 1,024 and 4,096 rows an expert. In two runs it ran its gate-up GEMMs at
+# 4,096 rows an expert 1.03x to 1.09x faster and its down GEMMs at 1.00x to 1.04x; at
+# 1,024 rows an expert (DeepSeek-V3, and Qwen3-30B-A3B's at 256 and 1,024) the extra
+# WGMMAs of the partial tiles cost about what the L2 gave or more (0.91x to 1.06x, most
+# at or below 1), as in fused_moe's two-GEMM form at 512 and 4,096 tokens (0.89x to 1.08x).
+MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP = 4096
 # The ping-pong schedule (128 x 192 tiles, a consumer warpgroup on each, one's epilogue
 # under the other's WGMMAs) for ragged M up to this N, once groups average a full tile
 # of rows. Measured on the Qwen3-30B-A3B and DeepSeek-V3 training GEMMs at 4,096 and
@@ -205,6 +220,14 @@ def pick_tile_order(problem: Problem) -> str:
             and problem.total >= N_FASTEST_ROWS_PER_GROUP * problem.groups:
         return "n"
     return "m"
+
+
+def pick_mma_without_rows(problem: Problem) -> bool:
+    """Whether warpgroups without rows in a tile run their WGMMAs (`GemmConfig.mma_without_rows`):
+    for the plain product with ragged rows where groups average at least
+    MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP rows."""
+    return problem.ragged == "m" and problem.activation == "none" \
+        and problem.total >= MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP * problem.groups
 
 
 def pick_reduction_cluster_m(problem: Problem, tile_m: int, tile_n: int) -> int:
