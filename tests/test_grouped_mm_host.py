@@ -202,28 +202,38 @@ def test_device_offsets_are_never_read_on_the_host(monkeypatch):
     assert reads and set(reads) <= metadata, sorted(set(reads) - metadata)
 
 
-def test_configuration_says_what_a_call_runs(monkeypatch):
-    """`configuration`: the schedule, tile, cluster and tile order a call's launch was built
-    with, the heuristics' pick or what `forcing` holds; kernels stubbed, as above."""
+def _stubbed_configurations(monkeypatch, plans=None):
+    """Kernels stubbed (as above) for `configuration` on CPU tensors: returns a tensor
+    subclass that says it lives on cuda:0. `plans`, where given, gets each plan's `Choices`."""
     class StubPlan:
         tile_m, pairs_fit, max_clusters = 128, True, {1: 132, 2: 66}
 
-        def __init__(self, tile_n):
-            self.tile_n = tile_n
+        def __init__(self, picked):
+            self.tile_n = picked.tile_n
+            if plans is not None:
+                plans.append(picked)
 
         def kernel(self, cluster_m):
             return lambda *args: None
 
-    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, picked: StubPlan(picked.tile_n))
+    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, picked: StubPlan(picked))
     monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
     monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
     monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
     monkeypatch.setattr(gm, "_LAUNCHES", {})
+
     class OnDevice(torch.Tensor):  # a CPU tensor that says it lives on cuda:0
         @property
         def device(self):
             return torch.device("cuda", 0)
 
+    return OnDevice
+
+
+def test_configuration_says_what_a_call_runs(monkeypatch):
+    """`configuration`: the schedule, tile, cluster and tile order a call's launch was built
+    with, the heuristics' pick or what `forcing` holds; kernels stubbed, as above."""
+    OnDevice = _stubbed_configurations(monkeypatch)
     a, b, offs = _inputs(g=8, m=8 * 128, n=4096, k=256)  # one M-tile a group at a wide N: ping-pong
     a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
     picked = gm.configuration(a, b, offs)
@@ -261,29 +271,8 @@ def test_warpgroups_without_rows_run_their_wgmmas_where_the_plain_products_group
     assert not rules.pick_mma_without_rows(problem(per_group, ragged="k"))
     assert not rules.pick_mma_without_rows(problem(per_group, ragged=None))
 
-    picked_with = []
-
-    class StubPlan:
-        tile_m, pairs_fit, max_clusters = 128, True, {1: 132, 2: 66}
-
-        def __init__(self, picked):
-            self.tile_n = picked.tile_n
-            picked_with.append(picked.mma_without_rows)
-
-        def kernel(self, cluster_m):
-            return lambda *args: None
-
-    monkeypatch.setattr(gm, "_plan_for", lambda problem, dtype, device, picked: StubPlan(picked))
-    monkeypatch.setattr(gm, "_sm_count", lambda index: 132)
-    monkeypatch.setattr(gm, "require_hopper", lambda device, param, op: None)
-    monkeypatch.setattr(gm.torch.cuda, "device", lambda index: __import__("contextlib").nullcontext())
-    monkeypatch.setattr(gm, "_LAUNCHES", {})
-
-    class OnDevice(torch.Tensor):
-        @property
-        def device(self):
-            return torch.device("cuda", 0)
-
+    plans = []
+    OnDevice = _stubbed_configurations(monkeypatch, plans)
     for rows, expected in ((per_group, True), (per_group // 2, False)):
         a, b, offs = _inputs(g=2, m=2 * rows, n=256, k=64)
         a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
@@ -292,7 +281,7 @@ def test_warpgroups_without_rows_run_their_wgmmas_where_the_plain_products_group
         assert str(picked).endswith(", WGMMAs without rows") is expected
         with gm.forcing("none", mma_without_rows=not expected):
             assert gm.configuration(a, b, offs).mma_without_rows is (not expected)
-    assert picked_with == [True, False, False, True]
+    assert [plan.mma_without_rows for plan in plans] == [True, False, False, True]
 
 
 def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():
