@@ -4,13 +4,14 @@
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
     python -m tests.kernels.grouped_mm_small ragged        # 2D x 3D alone, every configuration
+    python -m tests.kernels.grouped_mm_small without_rows  # 2D x 3D, warpgroups without rows running WGMMAs
     python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
     python -m tests.kernels.grouped_mm_small swiglu        # the SwiGLU epilogue alone
     python -m tests.kernels.grouped_mm_small decode        # the decode kernel alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
-ping-pong consumers (alone and in pairs), both tiles, every tile order, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
+ping-pong consumers (alone and in pairs), both tiles, every tile order, warpgroups without rows running their WGMMAs, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
 on the same groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), the
 grouped reduction with T contiguous in both operands and strided, single CTAs and pairs, and an
 expert layer's two GEMMs in one kernel and in the decode kernel. Exits 1 if a result is wrong.
@@ -29,8 +30,9 @@ def main() -> int:
     return 0 if ragged_rows(rows) and other_cases(rows) else 1
 
 
-def ragged_rows(rows) -> bool:
-    """2D x 3D in every configuration of the kernel with ragged rows."""
+def ragged_rows(rows, only_without_rows: bool = False) -> bool:
+    """2D x 3D in every configuration of the kernel with ragged rows (or only those whose warpgroups
+    without rows run their WGMMAs)."""
     torch.manual_seed(0)
     ends = torch.tensor(rows).cumsum(0).to(torch.int32)
     ok = True
@@ -40,22 +42,27 @@ def ragged_rows(rows) -> bool:
         ref = torch.cat([a[s:e].float() @ b[g].float()
                          for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
         for out_dtype in (torch.bfloat16, torch.float32):
-            for cluster_m, schedule, order in ((1, "cooperative", "m"), (2, "cooperative", "m"), (1, "pingpong", "m"),
-                                               (2, "cooperative", "n"), (1, "pingpong", "n"),
-                                               (1, "cooperative", "m_partial_last"), (1, "pingpong", "m_partial_last"),
-                                               (2, "cooperative", "m_blocks"), (2, "pingpong", "m")):
+            for cluster_m, schedule, order, mma in ((1, "cooperative", "m", False), (2, "cooperative", "m", False),
+                                                    (1, "pingpong", "m", False), (2, "cooperative", "n", False),
+                                                    (1, "pingpong", "n", False), (1, "cooperative", "m_partial_last", False),
+                                                    (1, "pingpong", "m_partial_last", False),
+                                                    (2, "cooperative", "m_blocks", False), (2, "pingpong", "m", False),
+                                                    (1, "cooperative", "m", True), (2, "pingpong", "m", True)):
+                if only_without_rows and not mma:
+                    continue
                 if (cluster_m, schedule) == (2, "pingpong") and not pairs_fit(n, 192):
                     continue  # (392 mod 192 = 8: each CTA's half of the last B tile must start inside B)
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
                 tile_n = pick_tile_n(n) if schedule == "cooperative" else None  # ping-pong: 192 here
                 grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
-                                tile_order=order)
+                                tile_order=order, mma_without_rows=mma)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
                 good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
                 ok &= good
-                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order: rel err {err:.1e} "
+                every = ", WGMMAs without rows" if mma else ""
+                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order{every}: rel err {err:.1e} "
                       f"{'PASS' if good else 'FAIL'}", flush=True)
     return ok
 
@@ -239,6 +246,8 @@ def decode_kernel() -> bool:
 if __name__ == "__main__":
     if sys.argv[1:] == ["ragged"]:  # 2D x 3D alone, every configuration
         sys.exit(0 if ragged_rows([0, 1, 129, 64]) else 1)
+    if sys.argv[1:] == ["without_rows"]:  # the configurations whose warpgroups without rows run their WGMMAs
+        sys.exit(0 if ragged_rows([0, 1, 129, 64], only_without_rows=True) else 1)
     if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
         sys.exit(0 if grouped_reductions() else 1)
     if sys.argv[1:] == ["swiglu"]:  # the SwiGLU epilogue alone
