@@ -25,7 +25,9 @@ M-steps or N-tiles fastest), on the cases with ragged rows: the data behind
 TMA loads' L2 policy forced (`LOAD_POLICY_VARIANTS`, `hopper_grouped_gemm.L2_POLICIES`); with
 `--store-policies`, with its TMA stores' (`STORE_POLICY_VARIANTS`). With `--mma-without-rows`,
 torch and gcdsl beside gcdsl with its warpgroups that have no rows in a tile running their
-WGMMAs anyway (`GemmConfig.mma_without_rows`), on the cases with ragged rows.
+WGMMAs anyway (`GemmConfig.mma_without_rows`), on the cases with ragged rows; with
+`--claimed-tiles`, beside gcdsl with its clusters claiming their tiles from a counter
+(`GemmConfig.claimed_tiles`), on the same cases.
 
 Method
 - Every variant's result is checked against a float32 reference, group by group
@@ -91,6 +93,9 @@ TIMED_STORE_POLICIES = ("evict_first", "evict_normal")
 STORE_POLICY_VARIANTS = tuple(f"gcdsl {policy}-store" for policy in TIMED_STORE_POLICIES)
 # ... and its warpgroups without rows in a tile running their WGMMAs anyway (`mma_without_rows`)
 MMA_WITHOUT_ROWS = "gcdsl mma-without-rows"
+# ... and its clusters claiming their tiles from a counter (`claimed_tiles`; the cooperative
+# schedule, which the variant then holds it to)
+CLAIMED_TILES = "gcdsl claimed-tiles"
 RAGGED_ROWS_CASES = ("w13 forward", "w13 input grad", "w2 forward", "w2 input grad")
 
 
@@ -127,6 +132,8 @@ def grouped(variant: str, a, b, offs):
             return grouped_mm_into(a, b, offs, out, store_policy=variant.split()[1][:-len("-store")])
         if variant == MMA_WITHOUT_ROWS:
             return grouped_mm_into(a, b, offs, out, mma_without_rows=True)
+        if variant == CLAIMED_TILES:
+            return grouped_mm_into(a, b, offs, out, schedule="cooperative", claimed_tiles=True)
         _, schedule, tile_n, *pairs = variant.split()
         return grouped_mm_into(a, b, offs, out, schedule=schedule, tile_n=int(tile_n), cluster_m=2 if pairs else 1)
     from quack.gemm_interface import gemm
@@ -368,8 +375,8 @@ def summarize_report(report: Report, shapes: List[str], tokens: List[int]) -> No
     print("\ntargets (the training step aims for 1.15x torch)")
     print(table(["shape", "tokens", "case", "what", "measured", "target", ""], checks))
     report.notes += [" ".join(str(c) for c in row) for row in checks]
-    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS, MMA_WITHOUT_ROWS)
-              if any(r["variant"] == v for r in report.rows)]
+    forced = [v for v in (*FORCED, *ORDERS, *LOAD_POLICY_VARIANTS, *STORE_POLICY_VARIANTS, MMA_WITHOUT_ROWS,
+                          CLAIMED_TILES) if any(r["variant"] == v for r in report.rows)]
     if forced:  # --every-config: the default's time over each forced configuration's
         rows = [[s, t, case, *(f"{us:.1f}" if (us := _get(report, s, t, case, v)) else "-" for v in forced)]
                 for s in shapes for t in tokens for case in CASES]
@@ -439,8 +446,9 @@ def run(args, machine: Dict[str, Any]) -> Report:
         variants = ["torch", "gcdsl", *(LOAD_POLICY_VARIANTS if args.load_policies else ()),
                     *(STORE_POLICY_VARIANTS if args.store_policies else ())]
         args.no_step = True
-    if args.mma_without_rows:
-        variants = ["torch", "gcdsl", MMA_WITHOUT_ROWS]
+    if args.mma_without_rows or args.claimed_tiles:
+        variants = ["torch", "gcdsl", *([MMA_WITHOUT_ROWS] if args.mma_without_rows else []),
+                    *([CLAIMED_TILES] if args.claimed_tiles else [])]
         args.cases = args.cases or ",".join(RAGGED_ROWS_CASES)
         args.no_step = True
     report = Report("W7", "MoE training: the step's grouped GEMMs and the step; torch vs gcdsl vs quack",
@@ -492,6 +500,9 @@ def parse_args(argv=None):
     p.add_argument("--mma-without-rows", action="store_true",
                    help="torch and gcdsl beside gcdsl with its warpgroups without rows running their WGMMAs "
                         f"({MMA_WITHOUT_ROWS!r}), ragged-row cases, no step")
+    p.add_argument("--claimed-tiles", action="store_true",
+                   help=f"torch and gcdsl beside gcdsl with its clusters claiming their tiles ({CLAIMED_TILES!r}), "
+                        "ragged-row cases, no step")
     p.add_argument("--every-config", action="store_true",
                    help="also time gcdsl forced to each schedule, tile width and cluster size (FORCED)")
     p.add_argument("--forced", default="",

@@ -87,8 +87,9 @@ MODES = ("graph", "eager")
 # either), or with the heuristics' tiles and a group's tiles M-steps or N-tiles fastest
 # ("pair up m-order", ..., "pair down n-order"; `gcdsl.ops.grouped_mm.forcing`), or with
 # both GEMMs' warpgroups running their WGMMAs on tiles where they have no rows ("pair
-# mma-without-rows", `GemmConfig.mma_without_rows`). Graph replays only: the data for
-# their rules.
+# mma-without-rows", `GemmConfig.mma_without_rows`), or with both GEMMs' clusters claiming
+# their tiles from a counter ("pair claimed-tiles", `GemmConfig.claimed_tiles`, where they
+# run the cooperative schedule). Graph replays only: the data for their rules.
 FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streamed", "one kernel default",
            "one kernel 64", "one kernel 128", "one kernel 256", "one kernel split 2", "one kernel split 4",
            "one kernel stagger", "one kernel unstaggered", "one kernel stagger split 4", "one kernel torch route",
@@ -100,7 +101,7 @@ FORCED = (("decode", "decode early prefetch", "decode unstaged", "decode streame
           + tuple(f"pair {gemm} cooperative 256 {cluster}" for gemm in ("up", "down") for cluster in ("alone", "pairs"))
           + tuple(f"pair {gemm} {order}-order" for gemm in ("up", "down")
                   for order in ("m", "n", "m_partial_last", "m_blocks"))
-          + ("pair mma-without-rows",))
+          + ("pair mma-without-rows", "pair claimed-tiles"))
 CLUSTERS = {"alone": 1, "pairs": 2}  # the last word of a forced two-GEMM form
 POOL = 4
 TOLERANCE = 2e-2
@@ -166,9 +167,11 @@ def layer(variant: str) -> Callable:
         from gcdsl.ops.grouped_mm import forcing
 
         _, gemm, *words = variant.split()
-        if gemm == "mma-without-rows":  # both GEMMs' warpgroups run their WGMMAs without rows
+        if gemm in ("mma-without-rows", "claimed-tiles"):  # an option of both GEMMs
+            option = {gemm.replace("-", "_"): True}
+
             def both(*args):
-                with forcing("swiglu", mma_without_rows=True), forcing("none", mma_without_rows=True):
+                with forcing("swiglu", **option), forcing("none", **option):
                     return fused_moe_pair(*args)
 
             return both
@@ -395,7 +398,7 @@ def _print_forced(report: Report, shapes, tokens, forced) -> None:
     if not forced:
         return
     kinds = {"decode": "fused_moe", "one kernel": "fused_moe", "pair up": "pair", "pair down": "pair",
-             "pair mma-without-rows": "pair"}
+             "pair mma-without-rows": "pair", "pair claimed-tiles": "pair"}
     rows = []
     for shape in shapes:
         for t in tokens:

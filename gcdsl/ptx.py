@@ -14,7 +14,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .abi import DESCRIPTOR_BYTES
 
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
+# (a pointer parameter reads `.param .u64 .ptr .global .align 4 name`: the pointee's space and alignment)
+_PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(?:\.ptr(?:\s+\.\w+)*(?:\s+\d+)?\s+)?(\w+)(?:\[(\d+)\])?")
 _TYPE_BYTES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2,
                "b32": 4, "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
 _INSTR = re.compile(r"^\s*(?:@!?%p\d+\s+)?([a-z][\w.:]*)(?:\s+([^;]*))?;", re.M)

@@ -171,6 +171,9 @@ GROUPED_GEMM_LAYOUTS = {
     "grouped_gemm_bf16_t256_g32_bn_evict_first_store_pairs": dict(b_major="n", store_policy="evict_first"),
     # ... its N-tiles fastest with every warpgroup's WGMMAs run, rows or not (`mma_without_rows`)
     "grouped_gemm_bf16_t256_g32_norder_mma_without_rows_pairs": dict(tile_order="n", mma_without_rows=True),
+    # ... its clusters claiming their tiles from a counter (`claimed_tiles`), in pairs and alone
+    "grouped_gemm_bf16_t256_g32_norder_claimed_pairs": dict(tile_order="n", claimed_tiles=True),
+    "grouped_gemm_bf16_t256_g8_claimed": dict(claimed_tiles=True),
     "grouped_gemm_bf16_t64_g128_pingpong": dict(schedule="pingpong"),
     # ping-pong at wide N, where experts average one to four M-tiles of rows: Mixtral's
     # gate-up forward, and DeepSeek-V3's gate-up input gradient (B N-major)
@@ -224,6 +227,9 @@ GROUPED_GEMM_CASES = {
                                                                   dict(n=7168, k=4096, cluster_m=2)),
         "grouped_gemm_bf16_t256_g32_norder_mma_without_rows_pairs": (("BFloat16", "BFloat16", 32, 256),
                                                                      dict(n=4096, k=7168, cluster_m=2)),
+        "grouped_gemm_bf16_t256_g32_norder_claimed_pairs": (("BFloat16", "BFloat16", 32, 256),
+                                                            dict(n=4096, k=7168, cluster_m=2)),
+        "grouped_gemm_bf16_t256_g8_claimed": (("BFloat16", "BFloat16", 8, 256), dict(n=4096, k=7168)),
         "grouped_gemm_bf16_t64_g128_pingpong": (("BFloat16", "BFloat16", 128, 64), dict(n=2048, k=768)),
         "grouped_gemm_bf16_t192_g8_pingpong_wide": (("BFloat16", "BFloat16", 8, 192), dict(n=28672, k=4096)),
         "grouped_gemm_bf16_t192_g32_bn_pingpong": (("BFloat16", "BFloat16", 32, 192), dict(n=7168, k=4096)),

@@ -136,7 +136,8 @@ def test_gpu_workloads_parse_their_options_and_say_so_without_a_gpu(capsys, monk
 def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monkeypatch):
     """`--forced "pair <gemm> ..."`: each form runs `fused_moe_pair` inside `forcing` for its
     GEMM's activation, with its schedule, tile and cluster or with its tile order alone, and
-    "pair mma-without-rows" inside both GEMMs' `forcing`; `w7_training --orders` forces the
+    "pair mma-without-rows" and "pair claimed-tiles" inside both GEMMs' `forcing`;
+    `w7_training --orders` forces the
     order through `grouped_mm_into`."""
     import contextlib
 
@@ -156,13 +157,14 @@ def test_w8_forced_two_gemm_forms_reach_forcing_with_their_gemm_and_options(monk
     monkeypatch.setattr(gm, "forcing", forcing)
     monkeypatch.setattr(fm, "fused_moe_pair", lambda *args: "pair")
     for form in ("pair up cooperative 256 pairs", "pair down pingpong 192", "pair up n-order", "pair down m-order",
-                 "pair down m_partial_last-order", "pair mma-without-rows"):
+                 "pair down m_partial_last-order", "pair mma-without-rows", "pair claimed-tiles"):
         assert form in w8_fused_moe.FORCED and w8_fused_moe.layer(form)() == "pair"
     assert seen == [("swiglu", dict(schedule="cooperative", tile_n=256, cluster_m=2)),
                     ("none", dict(schedule="pingpong", tile_n=192, cluster_m=None)),
                     ("swiglu", dict(tile_order="n")), ("none", dict(tile_order="m")),
                     ("none", dict(tile_order="m_partial_last")),
-                    ("swiglu", dict(mma_without_rows=True)), ("none", dict(mma_without_rows=True))]
+                    ("swiglu", dict(mma_without_rows=True)), ("none", dict(mma_without_rows=True)),
+                    ("swiglu", dict(claimed_tiles=True)), ("none", dict(claimed_tiles=True))]
     assert w7_training.ORDERS == ("gcdsl m-order", "gcdsl n-order", "gcdsl m_partial_last-order",
                                   "gcdsl m_blocks-order")
 
@@ -274,6 +276,9 @@ def test_w7_l2_policy_variants_force_the_policy_through_grouped_mm_into(monkeypa
     assert args.load_policies and args.store_policies and not args.no_step  # (`run` turns the step off)
     w7_training.grouped(w7_training.MMA_WITHOUT_ROWS, a, b, offs)  # ... and `--mma-without-rows`'s variant
     assert seen[-1] == dict(mma_without_rows=True) and w7_training.parse_args(["--mma-without-rows"]).mma_without_rows
+    w7_training.grouped(w7_training.CLAIMED_TILES, a, b, offs)  # ... and `--claimed-tiles`'s
+    assert seen[-1] == dict(schedule="cooperative", claimed_tiles=True)
+    assert w7_training.parse_args(["--claimed-tiles"]).claimed_tiles
 
 
 def test_whole_tile_routing_rounds_each_expert_to_whole_tiles_and_keeps_the_total():

@@ -54,7 +54,8 @@ def rel_err(out, ref):
     return ((out.float() - ref).abs().max() / ref.abs().max().clamp_min(1e-6)).item()
 
 
-def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None, mma_without_rows=None):
+def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_order=None, mma_without_rows=None,
+                 claimed_tiles=None):
     """`offs` (default: `ends` copied to the GPU) is what the kernel reads; `ends` is the truth."""
     from gcdsl.ops.grouped_mm import grouped_mm_into
     from gcdsl.ops.grouped_mm_rules import pick_tile_n
@@ -64,9 +65,10 @@ def run_poisoned(a, b, ends, out_dtype=None, cluster_m=None, offs=None, tile_ord
     # not the 128-wide decode tile a small M would get; pairs in the cooperative schedule
     # (ping-pong's pairs have tests of their own, in test_grouped_mm_cases.py)
     tile_n = pick_tile_n(b.shape[2]) if cluster_m else None
-    schedule = "cooperative" if cluster_m == 2 else None
+    schedule = "cooperative" if cluster_m == 2 or claimed_tiles else None
     grouped_mm_into(a, b, ends.cuda() if offs is None else offs, out, tile_n=tile_n, cluster_m=cluster_m,
-                    schedule=schedule, tile_order=tile_order, mma_without_rows=mma_without_rows)
+                    schedule=schedule, tile_order=tile_order, mma_without_rows=mma_without_rows,
+                    claimed_tiles=claimed_tiles)
     torch.cuda.synchronize()
     return out
 
@@ -134,6 +136,18 @@ def test_warpgroups_without_rows_running_their_wgmmas_store_only_their_groups_ro
     offs[-1] is written."""
     a, b, ends = make_problem(rows, 392, 200)
     check(run_poisoned(a, b, ends, cluster_m=cluster_m, mma_without_rows=True), a, b, ends)
+
+
+@pytest.mark.parametrize("cluster_m", [1, 2])
+@pytest.mark.parametrize("tile_order", ["m", "n"])
+def test_claimed_tiles_take_every_tile_once(cluster_m, tile_order):
+    """`claimed_tiles`: each cluster claims its tiles after its first from a counter. Several
+    times more tiles than clusters (the claim ring wraps, a short K lets the producer run
+    ahead), ragged groups with every edge; twice, each call with a counter of its own."""
+    rows = ragged_rows(64, seed=5) + [3000, 1, 0, 129]
+    a, b, ends = make_problem(rows, 1024, 256)
+    for _ in range(2):
+        check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order, claimed_tiles=True), a, b, ends)
 
 
 @pytest.mark.parametrize("rows_per_group, n, schedule, cluster_m", [
@@ -204,9 +218,12 @@ def test_router_made_offsets_change_every_call_with_no_host_sync():
         assert rel_err(out, reference(x, w, offs.cpu())) <= 1e-2
 
 
-def test_captured_graph_replays_with_new_offsets_and_data():
-    """One capture; then offs, a and b change in place and every replay computes the new problem."""
+@pytest.mark.parametrize("claimed_tiles", [False, True])
+def test_captured_graph_replays_with_new_offsets_and_data(claimed_tiles):
+    """One capture; then offs, a and b change in place and every replay computes the new problem
+    (with claimed tiles, each replay zeroes the counter the capture allocated)."""
     import gcdsl.ops
+    from gcdsl.ops.grouped_mm import configuration, forcing
 
     rows = ragged_rows(16, seed=21)
     a, b, ends = make_problem(rows, 392, 200)
@@ -215,10 +232,12 @@ def test_captured_graph_replays_with_new_offsets_and_data():
     def layer():
         return gcdsl.ops.grouped_mm(a, b, offs) * 2  # allocates its output inside the graph's pool
 
-    layer()  # compile outside the capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = layer()
+    with forcing("none", schedule="cooperative" if claimed_tiles else None, claimed_tiles=claimed_tiles):
+        assert configuration(a, b, offs).claimed_tiles == claimed_tiles
+        layer()  # compile outside the capture
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = layer()
     for seed in range(3):
         new_rows = ragged_rows(16, seed=30 + seed)
         scale = (a.shape[0] - TAIL) / sum(new_rows)  # the same M: the capture froze the shapes

@@ -237,7 +237,7 @@ def test_configuration_says_what_a_call_runs(monkeypatch):
     a, b, offs = _inputs(g=8, m=8 * 128, n=4096, k=256)  # one M-tile a group at a wide N: ping-pong
     a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
     picked = gm.configuration(a, b, offs)
-    assert picked == ("pingpong", 128, 192, 1, "m", False)
+    assert picked == ("pingpong", 128, 192, 1, "m", False, False)
     assert str(picked) == "pingpong 128 x 192, single CTAs, m-order"
     with gm.forcing("none", schedule="cooperative", tile_n=256, cluster_m=2):
         assert str(gm.configuration(a, b, offs)) == "cooperative 128 x 256, pairs, m-order"
@@ -282,6 +282,31 @@ def test_warpgroups_without_rows_run_their_wgmmas_where_the_plain_products_group
         with gm.forcing("none", mma_without_rows=not expected):
             assert gm.configuration(a, b, offs).mma_without_rows is (not expected)
     assert [plan.mma_without_rows for plan in plans] == [True, False, False, True]
+
+
+def test_claimed_tiles_are_forced_only_and_on_the_cooperative_schedule_alone(monkeypatch):
+    """`claimed_tiles` (`GemmConfig.claimed_tiles`): no default picks it; `forcing` runs it
+    where the cooperative schedule runs ragged rows and the configuration says so, and
+    `grouped_mm_into` refuses it at the caller's line where the schedule is ping-pong."""
+    plans = []
+    OnDevice = _stubbed_configurations(monkeypatch, plans)
+    a, b, offs = _inputs(g=32, m=32 * 1024, n=4096, k=7168)  # DeepSeek-V3's gate-up forward, 4,096 tokens
+    a, b = a.as_subclass(OnDevice), b.as_subclass(OnDevice)
+    assert not gm.configuration(a, b, offs).claimed_tiles
+    with gm.forcing("none", claimed_tiles=True):
+        picked = gm.configuration(a, b, offs)
+        assert picked.schedule == "cooperative" and picked.claimed_tiles
+        assert str(picked) == "cooperative 128 x 256, pairs, n-order, claimed tiles"
+    narrow_a, narrow_b, narrow_offs = _inputs(g=8, m=8 * 128, n=4096, k=256)  # ping-pong (as above)
+    narrow_a, narrow_b = narrow_a.as_subclass(OnDevice), narrow_b.as_subclass(OnDevice)
+    with gm.forcing("none", claimed_tiles=True):
+        assert not gm.configuration(narrow_a, narrow_b, narrow_offs).claimed_tiles
+    assert [plan.claimed_tiles for plan in plans] == [False, True, False]
+    with pytest.raises(GcdslError) as info:
+        gm.grouped_mm_into(narrow_a, narrow_b, narrow_offs, torch.empty(8 * 128, 4096, dtype=a.dtype),
+                           claimed_tiles=True)
+    assert info.value.param == "claimed_tiles" and info.value.location.filename == __file__
+    assert "heuristics picked pingpong" in info.value.message and "schedule='cooperative'" in info.value.hint
 
 
 def test_tile_order_n_tile_fastest_where_k_exceeds_n_and_groups_are_large():
@@ -336,6 +361,20 @@ def test_the_configuration_refuses_an_unknown_l2_policy():
                        b_major="n", mma_without_rows=True)
     with pytest.raises(ValueError, match="store policy 'keep' is not one of"):
         hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, store_policy="keep")
+
+
+def test_the_configuration_claims_tiles_for_ragged_rows_in_the_cooperative_schedule_only():
+    import cutlass
+    from gcdsl.ops import hopper_grouped_gemm as hgg
+
+    hgg.GemmConfig(cutlass.BFloat16, cutlass.BFloat16, 8, 256, 64, 128, 2, claimed_tiles=True)
+    for refused in (dict(schedule="pingpong", tile_n=128), dict(ragged="k", k=0, m=256, a_major="m", b_major="n"),
+                    dict(split_k=2)):
+        fields = dict(ab_dtype=cutlass.BFloat16, c_dtype=cutlass.BFloat16, groups=8, n=256, k=640, tile_n=128,
+                      claimed_tiles=True)
+        with pytest.raises(ValueError, match="claimed tiles are built for ragged M, the cooperative schedule"):
+            hgg.GemmConfig(**{**fields, **refused})
+    assert hgg.header_bytes(8, claimed_tiles=True) == hgg.header_bytes(8) == 1024  # (room to spare in the block)
 
 
 def test_pick_schedule_pingpong_for_narrow_ragged_m_with_full_tiles():
@@ -587,6 +626,17 @@ def test_an_unknown_tile_order_is_refused_at_the_callers_line():
         gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), tile_order="k")
     assert info.value.param == "tile_order" and info.value.location.filename == __file__
     assert "tile_order 'k' is not one of ('m', 'n', 'm_partial_last', 'm_blocks')" in info.value.message
+
+
+def test_claimed_tiles_is_a_bool_for_ragged_rows_refused_at_the_callers_line():
+    a, b, offs = _inputs()
+    with pytest.raises(GcdslError) as info:
+        gm.grouped_mm_into(a, b, offs, torch.empty(64, 256, dtype=a.dtype), claimed_tiles=1)
+    assert info.value.param == "claimed_tiles" and info.value.location.filename == __file__
+    x, dy = torch.zeros(128, 64, dtype=torch.bfloat16), torch.zeros(64, 256, dtype=torch.bfloat16)
+    with pytest.raises(GcdslError) as info:  # the grouped reduction: its own schedule of tiles
+        gm.grouped_mm_into(x, dy, offs, torch.empty(4, 128, 256, dtype=x.dtype), claimed_tiles=True)
+    assert info.value.param == "claimed_tiles" and "reduction is ragged" in info.value.message
 
 
 def test_mma_without_rows_is_a_bool_for_ragged_rows_refused_at_the_callers_line():

@@ -31,10 +31,12 @@ from tests.compile_cases import GROUPED_GEMM_CASES, GROUPED_GEMM_LAYOUTS
 
 CASES = tuple(GROUPED_GEMM_CASES)
 PAIRS = tuple(c for c in CASES if c.endswith("_pairs"))
+CLAIMED = tuple(c for c in CASES if "_claimed" in c)  # each with its twin without claims in CASES
 # tiled MMA, three atoms, their coordinate tensors, offs, T; the ragged K views of A and
 # B carry their runtime extents in their coordinate tensors; ragged M with A K-major adds
 # A's short-box atom and its coordinates
-PARAM_BYTES = {"m": 532, "batch": 532, "k": 588, "m short A": 708}
+PARAM_BYTES = {"m": 532, "batch": 532, "k": 588, "m short A": 708,
+               "m short A claimed": 720}  # (claimed tiles: the counter's pointer, 8 bytes at an 8-byte boundary)
 
 
 def _layout(case):
@@ -47,7 +49,8 @@ def _short_a(case):
 
 
 def _param_key(case):
-    return "m short A" if _short_a(case) else _layout(case)["ragged"]
+    key = "m short A" if _short_a(case) else _layout(case)["ragged"]
+    return key + " claimed" if _layout(case).get("claimed_tiles") else key
 
 
 def _groups(case):
@@ -236,14 +239,45 @@ def test_expected_bytes_are_set_by_one_elected_lane(compiled, case):
     """The producer warp runs with all its lanes: an expect_tx that every lane ran would
     make a stage wait for 32 times its bytes, forever. The arrive's (B's bytes, with
     short A boxes) and the A bytes added per stage (whole tile or short boxes) each
-    follow an `elect.sync` whose other lanes branch around it."""
+    follow an `elect.sync` whose other lanes branch around it. (A claim's 4 bytes in a
+    pair, `claims.py`, are expected by one lane per CTA, on the cluster's addresses: below.)"""
     lines = [line.strip() for line in _entry(compiled, case).body.splitlines()]
-    sites = [i for i, line in enumerate(lines) if re.match(r"mbarrier\.(arrive\.)?expect_tx", line)]
+    sites = [i for i, line in enumerate(lines) if re.match(r"mbarrier\.(arrive\.)?expect_tx", line)
+             and "shared::cluster" not in line]
     assert len(sites) == 1 + 2 * _short_a(case), sites
     for i in sites:
         before = lines[max(0, i - 5):i]
         assert any(line.startswith("elect.sync") for line in before), before
         assert any(re.match(r"@%p\d+ bra", line) for line in before), before
+
+
+@pytest.mark.parametrize("case", CLAIMED)
+def test_claimed_tiles_take_one_atomic_add_on_the_counter_a_tile(compiled, case):
+    """`claimed_tiles` (`claims.py`): one `atom.global.add` of 1, on the counter's pointer,
+    the kernel's last parameter; in a pair the claim reaches each CTA's slot by one
+    `st.async` completing its full barrier's 4 expected bytes, and each reader fences the
+    async proxy before it releases the slot, with its one arrive on the first CTA's empty
+    barrier; alone, a plain store and arrive. Everything else as its twin without claims:
+    WGMMAs, TMA loads and stores."""
+    entry = _entry(compiled, case)
+    twin = _entry(compiled, case.replace("_claimed", ""))
+    adds = entry.instructions("atom.global.add")
+    assert len(adds) == 1 and adds[0].rstrip(";").endswith(", 1"), adds
+    address = re.search(r"\[(%rd\d+)\]", adds[0]).group(1)
+    assert entry.params[-1].name in _trace_back(entry, address), _trace_back(entry, address)
+    assert not twin.instructions("atom.global")
+    stores = entry.instructions("st.async")
+    remote_expects = [i for i in entry.instructions("mbarrier.arrive.expect_tx") if "shared::cluster" in i]
+    if case in PAIRS:
+        assert len(stores) == 1 and "mbarrier::complete_tx::bytes.b32" in stores[0]
+        assert len(remote_expects) == 1
+        expected = remote_expects[0].rstrip(";").rsplit(",", 1)[1].strip()
+        assert re.fullmatch(r"mov\.b32\s+%r\d+,\s*4;", entry.definition(expected) or ""), entry.definition(expected)
+        assert entry.count("fence.proxy.async.shared::cta") > twin.count("fence.proxy.async.shared::cta")
+    else:
+        assert not stores and not remote_expects
+    for kind in ("wgmma.mma_async", "cp.async.bulk.tensor"):
+        assert len(entry.instructions(kind)) == len(twin.instructions(kind)), kind
 
 
 @pytest.mark.parametrize("case", CASES)

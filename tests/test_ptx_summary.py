@@ -142,3 +142,22 @@ def test_format_strings_decodes_the_printf_formats():
 
     assert ptx.format_strings(CHECKED) == ["%d\n"]
     assert ptx.format_strings(".visible .entry k() {}") == []
+
+
+def test_pointer_parameters_are_laid_out_as_eight_byte_words():
+    """A raw pointer parameter (`cute.Pointer`) reads `.param .u64 .ptr .global .align 4
+    name`: eight bytes at an eight-byte boundary, whatever alignment its pointee has."""
+    from gcdsl import ptx
+
+    entry = ptx.entries(""".visible .entry k(
+	.param .align 64 .b8 k_param_0[128],
+	.param .u32 k_param_1,
+	.param .u64 .ptr .global .align 4 k_param_2
+)
+{
+	ret;
+}
+""")["k"]
+    assert [(p.name, p.align, p.size, p.offset) for p in entry.params] == [
+        ("k_param_0", 64, 128, 0), ("k_param_1", 4, 4, 128), ("k_param_2", 8, 8, 136)]
+    assert entry.param_bytes == 144

@@ -51,8 +51,8 @@ import torch
 import torch.utils._python_dispatch
 
 from .grouped_cases import MAX_GROUPS, Problem, check_host_offsets, describe, fail, require_hopper, strides_match
-from .grouped_mm_rules import (cluster_tile_bound, default_cluster_m, fixed_m_tiles, pick_mma_without_rows,
-                               pick_tile_order, pick_tiles)
+from .grouped_mm_rules import (cluster_tile_bound, default_cluster_m, fixed_m_tiles, pick_claimed_tiles,
+                               pick_mma_without_rows, pick_tile_order, pick_tiles)
 
 
 def grouped_mm(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -228,8 +228,9 @@ def _grouped_mm_impl(a, b, offs, out_dtype, activation="none"):
 
 class Choices(NamedTuple):
     """The kernel's choices: the consumer schedule, tile width, CTAs per cluster and tile
-    order, the L2 policy of its loads and stores, and whether warpgroups without rows run
-    their WGMMAs (`GemmConfig.mma_without_rows`). What a call forces (`forcing`,
+    order, the L2 policy of its loads and stores, whether warpgroups without rows run
+    their WGMMAs (`GemmConfig.mma_without_rows`) and whether clusters claim their tiles
+    (`GemmConfig.claimed_tiles`). What a call forces (`forcing`,
     `grouped_mm_into`'s arguments) has None wherever the heuristics pick; what a plan is
     compiled for (`_plan_for`) has them all but the cluster size, since a plan holds every
     size."""
@@ -240,6 +241,7 @@ class Choices(NamedTuple):
     load_policy: Optional[str] = None
     store_policy: Optional[str] = None
     mma_without_rows: Optional[bool] = None
+    claimed_tiles: Optional[bool] = None
 
 
 NOTHING_FORCED = Choices()  # (made once: a call looks it up on every eager launch)
@@ -250,16 +252,18 @@ _FORCED: Dict[str, Choices] = {}
 @contextlib.contextmanager
 def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[int] = None,
             cluster_m: Optional[int] = None, tile_order: Optional[str] = None,
-            mma_without_rows: Optional[bool] = None) -> Iterator[None]:
+            mma_without_rows: Optional[bool] = None, claimed_tiles: Optional[bool] = None) -> Iterator[None]:
     """Within the block, `grouped_mm` (activation "none") or `grouped_mm_swiglu` ("swiglu")
-    runs `schedule`, `tile_n`, `cluster_m`, `tile_order` and `mma_without_rows` where the
-    heuristics would pick them (None: the heuristic's; a tile order and warpgroups running
-    their WGMMAs without rows, products with ragged rows only): how the
+    runs `schedule`, `tile_n`, `cluster_m`, `tile_order`, `mma_without_rows` and
+    `claimed_tiles` where the heuristics would pick them (None: the heuristic's; a tile
+    order and warpgroups running their WGMMAs without rows, products with ragged rows only;
+    claimed tiles, those of them the cooperative schedule runs): how the
     benchmarks time each configuration inside a layer whose calls they do not make
     (`fused_moe`, the W6 layer). For measurement: not thread-safe, and a CUDA graph keeps
     what was forced at capture."""
     before = _FORCED.get(activation)
-    _FORCED[activation] = Choices(schedule, tile_n, cluster_m, tile_order, mma_without_rows=mma_without_rows)
+    _FORCED[activation] = Choices(schedule, tile_n, cluster_m, tile_order, mma_without_rows=mma_without_rows,
+                                  claimed_tiles=claimed_tiles)
     try:
         yield
     finally:
@@ -271,19 +275,21 @@ def forcing(activation: str, schedule: Optional[str] = None, tile_n: Optional[in
 
 class Configuration(NamedTuple):
     """What a call runs: the consumer schedule, the tile, the CTAs per cluster (2: pairs
-    sharing B by multicast), the tile order and whether warpgroups without rows in a tile
-    run their WGMMAs (`hopper_grouped_gemm`)."""
+    sharing B by multicast), the tile order, whether warpgroups without rows in a tile
+    run their WGMMAs and whether clusters claim their tiles (`hopper_grouped_gemm`)."""
     schedule: str
     tile_m: int
     tile_n: int
     cluster_m: int
     tile_order: str
     mma_without_rows: bool = False
+    claimed_tiles: bool = False
 
     def __str__(self) -> str:
         pairs = "pairs" if self.cluster_m == 2 else "single CTAs"
         every = ", WGMMAs without rows" if self.mma_without_rows else ""
-        return f"{self.schedule} {self.tile_m} x {self.tile_n}, {pairs}, {self.tile_order}-order{every}"
+        claimed = ", claimed tiles" if self.claimed_tiles else ""
+        return f"{self.schedule} {self.tile_m} x {self.tile_n}, {pairs}, {self.tile_order}-order{every}{claimed}"
 
 
 def configuration(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tensor] = None,
@@ -298,7 +304,8 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
                     *, tile_n: Optional[int] = None, cluster_m: Optional[int] = None,
                     schedule: Optional[str] = None, activation: str = "none",
                     tile_order: Optional[str] = None, load_policy: Optional[str] = None,
-                    store_policy: Optional[str] = None, mma_without_rows: Optional[bool] = None) -> torch.Tensor:
+                    store_policy: Optional[str] = None, mma_without_rows: Optional[bool] = None,
+                    claimed_tiles: Optional[bool] = None) -> torch.Tensor:
     """Like `grouped_mm`, into a given `out` laid out as `grouped_mm`'s result (tests poison it first).
 
     `tile_n` (64, 128 or 256 cooperative; 64, 128 or 192 ping-pong), `cluster_m` (1 or 2,
@@ -308,7 +315,9 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     and `load_policy` and `store_policy` (`L2_POLICIES`) the L2 policy of the kernel's loads of
     A and B and of its stores of the output, and `mma_without_rows` (ragged rows) whether a
     warpgroup none of whose rows of a tile lie in its group runs its WGMMAs anyway (None:
-    `pick_mma_without_rows`); the tests and the benchmarks use them to run every variant.
+    `pick_mma_without_rows`), and `claimed_tiles` (ragged rows, cooperative schedule) whether
+    clusters claim their tiles from a counter (None: `pick_claimed_tiles`); the tests and the
+    benchmarks use them to run every variant.
     `activation="swiglu"` is `grouped_mm_swiglu`'s product.
     """
     from .hopper_grouped_gemm import L2_POLICIES, SCHEDULES, TILE_ORDERS
@@ -328,13 +337,24 @@ def grouped_mm_into(a: torch.Tensor, b: torch.Tensor, offs: Optional[torch.Tenso
     if mma_without_rows and no_ragged_rows:
         fail("mma_without_rows concerns the tiles of a product with ragged rows (2D x 3D, 3D x 2D); this one's "
              f"{no_ragged_rows}", param="mma_without_rows", hint="leave mma_without_rows out (None)")
+    if claimed_tiles is not None and not isinstance(claimed_tiles, bool):
+        fail(f"claimed_tiles {claimed_tiles!r} is not a bool", param="claimed_tiles")
+    if claimed_tiles and (no_ragged_rows or schedule == "pingpong"):
+        fail("claimed_tiles concerns the cooperative schedule of a product with ragged rows (2D x 3D, 3D x 2D); "
+             f"this one's {no_ragged_rows or 'schedule is ping-pong'}", param="claimed_tiles",
+             hint="leave claimed_tiles out (None), or pass schedule='cooperative'")
     if tile_order not in (None, "m") and no_ragged_rows:
         fail(f"tile_order {tile_order!r} orders the tiles of a product with ragged rows (2D x 3D, 3D x 2D); "
              f"this one's {no_ragged_rows} and has one order",
              param="tile_order", hint="leave tile_order to the heuristic (None), or pass 'm'")
     launch = _launch_for(a, b, offs, out.dtype, activation,
-                         Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy, mma_without_rows))
+                         Choices(schedule, tile_n, cluster_m, tile_order, load_policy, store_policy, mma_without_rows,
+                                 claimed_tiles))
     problem = launch.problem
+    if claimed_tiles and problem.launchable and not launch.claimed_tiles:
+        fail(f"claimed_tiles concerns the cooperative schedule; the heuristics picked "
+             f"{launch.configuration.schedule} for this call", param="claimed_tiles",
+             hint="pass schedule='cooperative' with it")
     kernel_out = out.t() if problem.swapped else out
     rows, cols = problem.kernel_out_shape[-2:]
     expected = ((rows * cols,) if len(problem.kernel_out_shape) == 3 else ()) + (cols, 1)
@@ -361,6 +381,7 @@ class _Launch:
         self.host_offs = offs is not None and offs.device.type == "cpu"
         self.device = a.device
         self.configuration: Optional[Configuration] = None
+        self.claimed_tiles = False
         if not problem.launchable:
             return  # nothing to compute, nothing to compile
         schedule, tile_n = pick_tiles(problem, forced.schedule, forced.tile_n, forced.cluster_m,
@@ -369,12 +390,16 @@ class _Launch:
         tile_order = forced.tile_order if problem.ragged == "m" and forced.tile_order else pick_tile_order(problem)
         mma_without_rows = problem.ragged == "m" and (pick_mma_without_rows(problem) if forced.mma_without_rows is None
                                                       else forced.mma_without_rows)
+        # (claimed tiles, forced or picked, where the cooperative schedule runs ragged rows)
+        self.claimed_tiles = problem.ragged == "m" and schedule == "cooperative" and (
+            pick_claimed_tiles(problem) if forced.claimed_tiles is None else forced.claimed_tiles)
         plan = _plan_for(problem, a.dtype, a.device, Choices(schedule, tile_n, None, tile_order,
                                                             forced.load_policy or "default",
-                                                            forced.store_policy or "default", mma_without_rows))
+                                                            forced.store_policy or "default", mma_without_rows,
+                                                            self.claimed_tiles))
         cluster_m = forced.cluster_m or default_cluster_m(problem, schedule, plan.tile_m, plan.tile_n)
         self.configuration = Configuration(schedule, plan.tile_m, plan.tile_n, cluster_m, tile_order,
-                                           mma_without_rows)
+                                           mma_without_rows, self.claimed_tiles)
         with torch.cuda.device(a.device):  # compile and load in a's device context
             self.kernel = plan.kernel(cluster_m)
         if problem.ragged == "m":
@@ -408,9 +433,11 @@ class _Launch:
         """The kernel on a's device, now current; `offs` is on it too (a batch has none: the
         kernel never reads that pointer)."""
         first, second = (b, a) if self.problem.swapped else (a, b)
+        # Claimed tiles: a zeroed counter of the call's own (hopper_grouped_gemm/claims.py)
+        counter = torch.zeros(1, dtype=torch.int32, device=a.device) if self.claimed_tiles else None
         self.kernel(first.data_ptr(), second.data_ptr(), out.data_ptr() - self.c_back,
                     (offs if offs is not None else a).data_ptr(), self.problem.total, self.ctas,
-                    _current_stream(index))
+                    _current_stream(index), *((counter.data_ptr(),) if self.claimed_tiles else ()))
         return out
 
 
@@ -492,7 +519,7 @@ class _Plan:
                                 a_major=problem.a_major, b_major=problem.b_major, m=problem.m,
                                 schedule=picked.schedule, activation=problem.activation, tile_order=picked.tile_order,
                                 load_policy=picked.load_policy, store_policy=picked.store_policy,
-                                mma_without_rows=picked.mma_without_rows)
+                                mma_without_rows=picked.mma_without_rows, claimed_tiles=picked.claimed_tiles)
         self.single = single  # cluster size 1; `kernel` derives the others from it
         self.tile_m = single.tile_m  # the schedule's
         self.device_index = device.index or 0

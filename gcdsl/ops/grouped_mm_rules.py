@@ -230,6 +230,14 @@ def pick_mma_without_rows(problem: Problem) -> bool:
         and problem.total >= MMA_WITHOUT_ROWS_MIN_ROWS_PER_GROUP * problem.groups
 
 
+def pick_claimed_tiles(problem: Problem) -> bool:
+    """Whether the clusters of the cooperative schedule claim their tiles from a counter
+    (`GemmConfig.claimed_tiles`) rather than take every clusters-th one: not by default
+    until a measurement shows where it pays; `forcing(..., claimed_tiles=True)` and
+    `grouped_mm_into(..., claimed_tiles=True)` run it."""
+    return False
+
+
 def pick_reduction_cluster_m(problem: Problem, tile_m: int, tile_n: int) -> int:
     """The grouped reduction: pairs wherever they fit (`reduction_pairs_fit`), in either schedule."""
     from .hopper_grouped_gemm import reduction_pairs_fit

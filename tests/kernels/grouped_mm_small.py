@@ -4,14 +4,14 @@
     compute-sanitizer --tool racecheck python -m tests.kernels.grouped_mm_small
     compute-sanitizer --tool synccheck python -m tests.kernels.grouped_mm_small
     python -m tests.kernels.grouped_mm_small ragged        # 2D x 3D alone, every configuration
-    python -m tests.kernels.grouped_mm_small without_rows  # 2D x 3D, warpgroups without rows running WGMMAs
+    python -m tests.kernels.grouped_mm_small only claimed_tiles   # 2D x 3D with one option (or mma_without_rows)
     python -m tests.kernels.grouped_mm_small reductions    # the grouped reductions alone
     python -m tests.kernels.grouped_mm_small swiglu        # the SwiGLU epilogue alone
     python -m tests.kernels.grouped_mm_small decode        # the decode kernel alone
 
 `offs` on the GPU; groups of 0, 1, 129 and 64 rows (a pair of CTAs with an idle second CTA, a group
 with a partial tile), N and K not multiples of the tile; single CTAs, pairs and the
-ping-pong consumers (alone and in pairs), both tiles, every tile order, warpgroups without rows running their WGMMAs, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
+ping-pong consumers (alone and in pairs), both tiles, every tile order, warpgroups without rows running their WGMMAs, claimed tiles, bf16 and fp32 outputs; then the other cases of `torch._grouped_mm`
 on the same groups (B N-major, 3D x 2D, the grouped reduction with its empty group, a batch), the
 grouped reduction with T contiguous in both operands and strided, single CTAs and pairs, and an
 expert layer's two GEMMs in one kernel and in the decode kernel. Exits 1 if a result is wrong.
@@ -27,12 +27,50 @@ from gcdsl.ops.hopper_grouped_gemm import pairs_fit
 
 def main() -> int:
     rows = [0, 1, 129, 64]
-    return 0 if ragged_rows(rows) and other_cases(rows) else 1
+    return 0 if ragged_rows(rows) and many_claims() and other_cases(rows) else 1
 
 
-def ragged_rows(rows, only_without_rows: bool = False) -> bool:
-    """2D x 3D in every configuration of the kernel with ragged rows (or only those whose warpgroups
-    without rows run their WGMMAs)."""
+# (cluster_m, schedule, tile order, options): every configuration of the kernel with ragged
+# rows; the options are `grouped_mm_into`'s mma_without_rows and claimed_tiles
+RAGGED_CONFIGURATIONS = (
+    (1, "cooperative", "m", {}), (2, "cooperative", "m", {}), (1, "pingpong", "m", {}),
+    (2, "cooperative", "n", {}), (1, "pingpong", "n", {}), (1, "cooperative", "m_partial_last", {}),
+    (1, "pingpong", "m_partial_last", {}), (2, "cooperative", "m_blocks", {}), (2, "pingpong", "m", {}),
+    (1, "cooperative", "m", {"mma_without_rows": True}), (2, "pingpong", "m", {"mma_without_rows": True}),
+    (1, "cooperative", "m", {"claimed_tiles": True}), (2, "cooperative", "n", {"claimed_tiles": True}),
+)
+
+
+def many_claims() -> bool:
+    """Claimed tiles with more tiles than SMs (on a GPU of up to 320 SMs), so that clusters
+    claim real tiles, not only the claim that ends their loop: the groups above 80 times
+    over: 640 tiles of 128 x 256 for single CTAs, 480 cluster tiles for pairs."""
+    torch.manual_seed(1)
+    rows = [0, 1, 129, 64] * 80
+    ends = torch.tensor(rows).cumsum(0).to(torch.int32)
+    n, k = 392, 200
+    a = torch.randn(int(ends[-1]) + 3, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(len(rows), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    ref = torch.cat([a[s:e].float() @ b[g].float() for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(),
+                                                                                  ends.tolist()))])
+    ok = True
+    for cluster_m in (1, 2):
+        out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        grouped_mm_into(a, b, ends.cuda(), out, tile_n=256, cluster_m=cluster_m, schedule="cooperative",
+                        claimed_tiles=True)
+        torch.cuda.synchronize()
+        end = int(ends[-1])
+        err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
+        good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
+        ok &= good
+        print(f"{len(rows)} groups, N={n} K={k} cluster_m={cluster_m}, claimed tiles: rel err {err:.1e} "
+              f"{'PASS' if good else 'FAIL'}", flush=True)
+    return ok
+
+
+def ragged_rows(rows, only: str = "") -> bool:
+    """2D x 3D in every configuration of the kernel with ragged rows (or only those with
+    option `only`)."""
     torch.manual_seed(0)
     ends = torch.tensor(rows).cumsum(0).to(torch.int32)
     ok = True
@@ -42,28 +80,23 @@ def ragged_rows(rows, only_without_rows: bool = False) -> bool:
         ref = torch.cat([a[s:e].float() @ b[g].float()
                          for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
         for out_dtype in (torch.bfloat16, torch.float32):
-            for cluster_m, schedule, order, mma in ((1, "cooperative", "m", False), (2, "cooperative", "m", False),
-                                                    (1, "pingpong", "m", False), (2, "cooperative", "n", False),
-                                                    (1, "pingpong", "n", False), (1, "cooperative", "m_partial_last", False),
-                                                    (1, "pingpong", "m_partial_last", False),
-                                                    (2, "cooperative", "m_blocks", False), (2, "pingpong", "m", False),
-                                                    (1, "cooperative", "m", True), (2, "pingpong", "m", True)):
-                if only_without_rows and not mma:
+            for cluster_m, schedule, order, options in RAGGED_CONFIGURATIONS:
+                if only and only not in options:
                     continue
                 if (cluster_m, schedule) == (2, "pingpong") and not pairs_fit(n, 192):
                     continue  # (392 mod 192 = 8: each CTA's half of the last B tile must start inside B)
                 out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
                 tile_n = pick_tile_n(n) if schedule == "cooperative" else None  # ping-pong: 192 here
                 grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
-                                tile_order=order, mma_without_rows=mma)
+                                tile_order=order, **options)
                 torch.cuda.synchronize()
                 end = int(ends[-1])
                 err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
                 good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
                 ok &= good
-                every = ", WGMMAs without rows" if mma else ""
-                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order{every}: rel err {err:.1e} "
-                      f"{'PASS' if good else 'FAIL'}", flush=True)
+                extra = "".join(f", {name}" for name in options)
+                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order{extra}: "
+                      f"rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
     return ok
 
 
@@ -246,8 +279,9 @@ def decode_kernel() -> bool:
 if __name__ == "__main__":
     if sys.argv[1:] == ["ragged"]:  # 2D x 3D alone, every configuration
         sys.exit(0 if ragged_rows([0, 1, 129, 64]) else 1)
-    if sys.argv[1:] == ["without_rows"]:  # the configurations whose warpgroups without rows run their WGMMAs
-        sys.exit(0 if ragged_rows([0, 1, 129, 64], only_without_rows=True) else 1)
+    if sys.argv[1:2] == ["only"]:  # the configurations with one option, e.g. `only claimed_tiles`
+        sys.exit(0 if ragged_rows([0, 1, 129, 64], only=sys.argv[2])
+                 and (sys.argv[2] != "claimed_tiles" or many_claims()) else 1)
     if sys.argv[1:] == ["reductions"]:  # the grouped reductions alone
         sys.exit(0 if grouped_reductions() else 1)
     if sys.argv[1:] == ["swiglu"]:  # the SwiGLU epilogue alone

@@ -60,7 +60,9 @@ that they share its A rows. Cluster c takes cluster tiles c, c + clusters,
 c + 2 clusters, ... and finds their group by walking the table forward. A group's last,
 partial M-tile costs less than a full one (below), so over a long GEMM the clusters
 drift apart, and the order decides which of the two sharings survives the drift
-(`grouped_mm_rules.pick_tile_order`).
+(`grouped_mm_rules.pick_tile_order`). With claimed tiles (`GemmConfig.claimed_tiles`,
+`claims.py`) a cluster instead claims each tile after its first from a counter in
+global memory, so that the tiles at work at once stay consecutive however they drift.
 
 Roles (384 threads, three warpgroups; a module each, mixed into `HopperGroupedGemm`:
 `schedule.py`, `producer.py`, `consumers.py`, `epilogue.py`; the sizes in `config.py`;
@@ -126,8 +128,9 @@ from .config import (
     SCHEDULES, PINGPONG_TILE_M, PINGPONG_TILE_NS, THREADS, PRODUCER_REGS, CONSUMER_REGS,
     CONSUMER_WARPS, SCHEDULE_WARP, FIRST_CONSUMER_WARP, EPILOGUE_BARRIER, FIRST_TURN_BARRIER, MAX_STAGES,
     A_SHORT_BOX_ROWS, HEADER_ALIGN, AB_DTYPES, ACTIVATIONS, RAGGED_MODES, TILE_ORDERS, M_BLOCK_STEPS, A_MAJORS,
-    B_MAJORS, C_DTYPES, L2_POLICIES, PHASES, STAMP_SLOTS, groups_per_lane, header_bytes,
+    B_MAJORS, C_DTYPES, L2_POLICIES, PHASES, STAMP_SLOTS, CLAIM_SLOTS, groups_per_lane, header_bytes,
 )
+from .claims import TileClaims
 from .consumers import Consumers
 from .epilogue import Epilogue
 from .producer import Producer
@@ -141,7 +144,7 @@ __all__ = [
     "SCHEDULE_WARP", "FIRST_CONSUMER_WARP", "EPILOGUE_BARRIER", "FIRST_TURN_BARRIER", "MAX_STAGES",
     "A_SHORT_BOX_ROWS", "HEADER_ALIGN", "AB_DTYPES", "ACTIVATIONS", "RAGGED_MODES", "TILE_ORDERS", "M_BLOCK_STEPS",
     "A_MAJORS", "B_MAJORS", "C_DTYPES", "L2_POLICIES",
-    "PHASES", "STAMP_SLOTS", "groups_per_lane", "header_bytes",
+    "PHASES", "STAMP_SLOTS", "CLAIM_SLOTS", "groups_per_lane", "header_bytes",
 ]
 
 
@@ -187,7 +190,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         self.a_row_bytes = TILE_K * config.ab_dtype.width // 8  # a row of A gathered alone
         self.short_a_boxes = config.short_a_boxes
         self.arrive_bytes = self.stage_bytes - (self.a_tile_bytes if self.short_a_boxes else 0)
-        self.header_bytes = header_bytes(self.table_groups)
+        self.claimed_tiles = config.claimed_tiles
+        self.header_bytes = header_bytes(self.table_groups, self.claimed_tiles)
         budget = get_smem_capacity_in_bytes("sm_90") - self.epi_bytes - self.header_bytes
         self.stages = stages or min(MAX_STAGES, budget // self.stage_bytes)
 
@@ -203,8 +207,9 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         def ptr(dtype, align=16):
             return cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
 
+        counter = (ptr(cutlass.Int32, 4),) if self.claimed_tiles else ()
         return (ptr(self.ab_dtype), ptr(self.ab_dtype), ptr(self.c_dtype), ptr(cutlass.Int32, 4), cutlass.Int32(1),
-                cutlass.Int32(self.cluster_m), cute.runtime.make_fake_stream())
+                cutlass.Int32(self.cluster_m), cute.runtime.make_fake_stream(), *counter)
 
     @property
     def smem_bytes(self) -> int:
@@ -221,6 +226,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         total: cutlass.Int32,
         num_ctas: cutlass.Int32,
         stream: cuda.CUstream,
+        counter_ptr: cute.Pointer = None,  # claimed tiles: the zeroed Int32 counter (`claims.py`)
     ):
         groups = self.groups
         a, b, c = self.operands(a_ptr, b_ptr, c_ptr, total)
@@ -230,24 +236,30 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c = self.tma_atoms(a, b, c, a_smem, b_smem, c_smem)
         tma_a_short, tma_coords_a_short = self.tma_atom_a_short(a)
 
-        table = 32 * self.lane_groups
-
-        @cute.struct
-        class SharedStorage:
-            mainloop_barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
-            tile_end: cute.struct.MemRange[cutlass.Int32, table]
-            row_end: cute.struct.MemRange[cutlass.Int32, table + 1]  # entry 0 is 0: group g's start is row_end[g]
-            sA: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
-            sB: cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(b_smem)], 1024]
-            sC: cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(c_smem)], 1024]
-
-        self.shared_storage = SharedStorage
+        self.shared_storage = self.shared_storage_struct(a_smem, b_smem, c_smem)
 
         self.kernel(
             tiled_mma, tma_a, tma_coords_a, tma_b, tma_coords_b, tma_c, tma_coords_c,
-            offs, total, a_smem, b_smem, c_smem, tma_a_short, tma_coords_a_short,
+            offs, total, a_smem, b_smem, c_smem, tma_a_short, tma_coords_a_short, counter_ptr,
         ).launch(grid=(num_ctas, 1, 1), block=(THREADS, 1, 1), cluster=(self.cluster_m, 1, 1),
                  min_blocks_per_mp=1, stream=stream)
+
+    def shared_storage_struct(self, a_smem, b_smem, c_smem):
+        """The CTA's shared memory as a `cute.struct`: the ring's mbarriers, the schedule, with
+        claimed tiles their ring (`claims.py`), then the A/B ring and the output sub-tiles."""
+        table = 32 * self.lane_groups
+        fields = {
+            "mainloop_barriers": cute.struct.MemRange[cutlass.Int64, self.stages * 2],
+            "tile_end": cute.struct.MemRange[cutlass.Int32, table],
+            "row_end": cute.struct.MemRange[cutlass.Int32, table + 1],  # entry 0 is 0: group g's start is row_end[g]
+        }
+        if self.claimed_tiles:
+            fields["claim_barriers"] = cute.struct.Align[cute.struct.MemRange[cutlass.Int64, 2 * CLAIM_SLOTS], 8]
+            fields["claimed"] = cute.struct.MemRange[cutlass.Int32, CLAIM_SLOTS]
+        fields["sA"] = cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(a_smem)], HEADER_ALIGN]
+        fields["sB"] = cute.struct.Align[cute.struct.MemRange[self.ab_dtype, cute.cosize(b_smem)], 1024]
+        fields["sC"] = cute.struct.Align[cute.struct.MemRange[self.c_dtype, cute.cosize(c_smem)], 1024]
+        return cute.struct(type("SharedStorage", (), {"__annotations__": fields}))
 
     def mma_and_smem_layouts(self) -> Tuple:
         """(tiled MMA, A ring, B ring, output sub-tiles): a 64 x tile_n WGMMA per consumer
@@ -386,6 +398,7 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         c_smem: cute.ComposedLayout,
         tma_a_short,  # A in short boxes, for partial M-tiles (`tma_atom_a_short`); None where A has none
         mA_short,
+        counter: cute.Pointer,  # claimed tiles: the launch's counter (`claims.py`); else None
     ):
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
@@ -409,6 +422,13 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         mainloop = self.make_mainloop(storage.mainloop_barriers.data_ptr())
+        claims = None
+        if cutlass.const_expr(self.claimed_tiles):
+            if warp == 0:
+                with cute.arch.elect_one():
+                    TileClaims.init_barriers(storage.claim_barriers.data_ptr(), cluster_m)
+            claims = TileClaims.make(storage.claimed.get_tensor(cute.make_layout(CLAIM_SLOTS)),
+                                     storage.claim_barriers.data_ptr(), counter, cluster_m, num_clusters)
         pipeline.pipeline_init_arrive(cluster_shape_mn=(cluster_m, 1), is_relaxed=True)
 
         table = 32 * self.lane_groups
@@ -438,7 +458,8 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
             cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp == 0:
                 self.produce(mainloop, tma_a, mA, tma_b, mB, tBgB, tBsB, sA, sB, tile_end, row_end, total,
-                             total_tiles, cluster_idx, num_clusters, rank, a_short=(tma_a_short, mA_short))
+                             total_tiles, cluster_idx, num_clusters, rank, a_short=(tma_a_short, mA_short),
+                             claims=claims)
         else:
             cute.arch.setmaxregister_increase(CONSUMER_REGS)
             if cutlass.const_expr(self.pingpong):
@@ -446,4 +467,4 @@ class HopperGroupedGemm(Schedule, Producer, Consumers, Epilogue):
                                       total_tiles, cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
             else:
                 self.consume(mainloop, tiled_mma, tma_c, mC, total, sA, sB, sC, tile_end, row_end, total_tiles,
-                             cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx)
+                             cluster_idx, num_clusters, rank, tidx, warp, warpgroup_idx, claims=claims)

@@ -61,6 +61,12 @@ PHASES = ("start", "schedule built", "gate-up loads issued", "down loads issued"
           "down tiles done", "first down tile's wait over")
 STAMP_SLOTS = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
+# Claimed tiles (`GemmConfig.claimed_tiles`): the claims in flight between the warp that
+# claims a cluster's next tile and the warps that read it (`claims.TileClaims`). Four let
+# the producer run up to four tiles ahead of the consumers, more than the ring of k-tiles
+# ever puts it.
+CLAIM_SLOTS = 4
+CLAIM_READERS = 1 + CONSUMER_WARPS  # warps of a CTA that read every claim: the producer's and the consumers'
 
 AB_DTYPES = (cutlass.Float16, cutlass.BFloat16)
 # What the epilogue applies: nothing, or SwiGLU over B's two halves (B's rows [0, N/2)
@@ -124,10 +130,12 @@ def groups_per_lane(groups: int) -> int:
     return -(-groups // 32)
 
 
-def header_bytes(groups: int) -> int:
-    """Shared memory before the A/B ring: mbarriers, then the schedule's two Int32 columns."""
+def header_bytes(groups: int, claimed_tiles: bool = False) -> int:
+    """Shared memory before the A/B ring: mbarriers, then the schedule's two Int32 columns,
+    and with claimed tiles their ring (two mbarriers and an Int32 a slot)."""
     schedule = 4 * (2 * 32 * groups_per_lane(groups) + 1)  # tile_end, and row_end after a leading 0
-    return -(-(MAX_STAGES * 2 * 8 + schedule) // HEADER_ALIGN) * HEADER_ALIGN
+    claims = CLAIM_SLOTS * (2 * 8 + 4) if claimed_tiles else 0
+    return -(-(MAX_STAGES * 2 * 8 + schedule + claims) // HEADER_ALIGN) * HEADER_ALIGN
 
 
 @dataclass(frozen=True)
@@ -165,6 +173,13 @@ class GemmConfig:
     # its CTA runs ahead of the others (benchmarks/RESULTS.md, "DRAM traffic against
     # torch's kernel").
     mma_without_rows: bool = False
+    # Ragged M, cooperative: whether a cluster claims each tile after its first from a
+    # counter in global memory (zeroed by the host before the launch), one atomic add a
+    # tile, rather than taking every clusters-th tile of the schedule. The tiles at work at
+    # once then stay a run of consecutive tiles of the schedule however long each one takes,
+    # so that the CTAs keep sharing their groups' A rows and B tiles through L2 while tiles
+    # of different cost let them drift apart (`claims.py`).
+    claimed_tiles: bool = False
 
     @property
     def tile_m(self) -> int:
@@ -232,6 +247,8 @@ class GemmConfig:
                 problems.append(f"{copies} policy {policy!r} is not one of {tuple(L2_POLICIES)}")
         if self.mma_without_rows and self.ragged != "m":
             problems.append("mma_without_rows is built for ragged M (a group without K must store zeros)")
+        if self.claimed_tiles and (self.ragged, self.schedule, self.split_k) != ("m", "cooperative", 1):
+            problems.append("claimed tiles are built for ragged M, the cooperative schedule, no K splits")
         if self.split_k < 1:
             problems.append(f"split_k = {self.split_k} is not a positive number of K ranges")
         elif self.split_k > 1:

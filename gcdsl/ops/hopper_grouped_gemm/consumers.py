@@ -21,7 +21,7 @@ class Consumers:
                 row_end: cute.Tensor, total_tiles: cutlass.Int32, cluster_idx: cutlass.Int32,
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, tidx: cutlass.Int32, warp: cutlass.Int32,
                 warpgroup_idx: cutlass.Int32, states=None, finish: bool = True,
-                signal: Optional[cute.Tensor] = None, hand_off=None, deal=None):
+                signal: Optional[cute.Tensor] = None, hand_off=None, deal=None, claims=None):
         """The two consumer warpgroups: the WGMMA mainloop of each tile, then its store.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `states`, the
@@ -29,7 +29,7 @@ class Consumers:
         for the last stores to have read shared memory; `signal`, counters: each tile's
         storing thread adds one to signal[group] once the tile is written; `hand_off`,
         the ring through which the store warps take the tiles' output and store it
-        (`Epilogue.make_hand_off`); `deal`, as the producer's. Returns the states."""
+        (`Epilogue.make_hand_off`); `deal` and `claims`, as the producer's. Returns the states."""
         tile_m, tile_n, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         consumer_tidx = tidx - 128
@@ -50,6 +50,8 @@ class Consumers:
             handed = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.epi_stages)
         tile = cluster_idx
         group = cutlass.Int32(0)
+        if cutlass.const_expr(claims is not None):
+            reading = claims.reader_state()
         while tile < self.work_items(total_tiles):
             scheduled, _, k_tiles = self.split_of(tile)
             group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
@@ -77,7 +79,10 @@ class Consumers:
                     self.store_tile(tma_c, mC, total, sC, tiled_r2s, tRS_sC, tRS_acc, sub_acc, sub_out, accumulators,
                                     group, start, rows, m_tile, n_tile, warp, EPILOGUE_BARRIER, FIRST_CONSUMER_WARP,
                                     0, signal)
-            tile = self.next_item(tile, num_clusters, deal)
+            if cutlass.const_expr(claims is None):
+                tile = self.next_item(tile, num_clusters, deal)
+            else:
+                tile, reading = claims.take(reading)
 
         if cutlass.const_expr(finish):
             if warp == FIRST_CONSUMER_WARP:

@@ -27,7 +27,7 @@ class Producer:
                 num_clusters: cutlass.Int32, rank: cutlass.Int32, state=None, finish: bool = True,
                 wait_on: Optional[Tuple[cute.Tensor, int]] = None, stagger_k: bool = False,
                 stamp: Optional[cute.Tensor] = None, a_short: Tuple = (None, None),
-                a_rows: Tuple = (None, None), deal=None):
+                a_rows: Tuple = (None, None), deal=None, claims=None):
         """The producer warp: TMA loads of A and B into the ring, one k-tile per stage.
 
         For a kernel that runs two GEMMs one after the other (`experts.py`): `state` is
@@ -47,7 +47,9 @@ class Producer:
         tensor (the token of a sorted slot, in the expert layer), one box a row and k-tile.
         The rows' indices are read once a tile, lane l holding those of rows l, l + 32, ...,
         and each lane issues the loads of its own rows. `deal`: the CTA's tiles after the
-        first as that deal gives them (`next_item`), not every `num_clusters`. Returns the state."""
+        first as that deal gives them (`next_item`), not every `num_clusters`; `claims`, as the
+        claims give them (`claims.TileClaims`): the cluster's first CTA claims each next tile
+        as it starts the one before. Returns the state."""
         tile_m, _, tile_k = self.tile_mnk
         cluster_m = self.cluster_m
         both_ctas = cutlass.Int16((1 << cluster_m) - 1)  # multicast to every CTA of the pair
@@ -57,7 +59,12 @@ class Producer:
         tma_a_rows, row_index = a_rows
         tile = cluster_idx
         group = cutlass.Int32(0)
+        if cutlass.const_expr(claims is not None):
+            claiming, reading = claims.publisher_state(), claims.reader_state()
         while tile < self.work_items(total_tiles):
+            if cutlass.const_expr(claims is not None):
+                if rank == 0:  # the next tile, claimed before this one's loads
+                    claiming = claims.publish(claiming)
             scheduled, k_first_tile, k_tiles = self.split_of(tile)
             group, m_step, n_tile, rows, start, length = self.locate(tile_end, row_end, scheduled, group, total)
             m_tile = m_step * cluster_m + rank
@@ -126,7 +133,13 @@ class Producer:
                     cute.copy(tma_b, tBgB_tile[(None, kk)], tBsB[(None, state.index)], tma_bar_ptr=full,
                               cache_policy=self.load_policy())
                 state.advance()
-            tile = self.next_item(tile, num_clusters, deal)
+            if cutlass.const_expr(claims is None):
+                tile = self.next_item(tile, num_clusters, deal)
+            else:
+                tile, reading = claims.take(reading)
+        if cutlass.const_expr(claims is not None):
+            if rank == 0:
+                claims.tail(claiming)  # every CTA's last reads done before this one exits
         if cutlass.const_expr(finish):
             mainloop.producer_tail(state)  # every stage released before the CTA exits
         return state
