@@ -84,6 +84,12 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "scan_without_lane_guard": ("            if lane >= (1 << step):\n                total += other",
                                 "            total += other"),
     "row_end_shifted": ("row_end[lane * c + j + 1] = ends[j]", "row_end[lane * c + j] = ends[j]"),
+    # claimed tiles (`claims.py`): a claim one tile early (a tile twice, the last never),
+    # every other tile claimed
+    "claims_tile_one_early": ("tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters",
+                              "tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters - 1"),
+    "claims_every_other_tile": ("ticket = cute.arch.atomic_add(self.counter, cutlass.Int32(1))",
+                                "ticket = cute.arch.atomic_add(self.counter, cutlass.Int32(2))"),
     # the ragged store
     "store_third_coordinate_minus_one": ("mC[(None, None, start + rows)]", "mC[(None, None, start + rows - 1)]"),
     "store_rows_unclipped": ("(total - rows, 0)", "(total - rows - 1, 0)"),
@@ -259,6 +265,7 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
 CASES_TESTS = ["tests/test_schedule.py", "tests/test_producer.py", "tests/test_consumers.py",
                "tests/test_operand_views.py", "tests/test_grouped_mm_host.py", "tests/test_grouped_mm_cases.py",
                "-x", "-q", "-p", "no:cacheprovider", "-k"]
+CLAIMS_TESTS = ["tests/test_grouped_mm.py", "-x", "-q", "-p", "no:cacheprovider", "-k", "claimed"]
 FUSED_MOE_TESTS = ["tests/test_fused_moe.py", "tests/test_producer.py", "-x", "-q", "-p", "no:cacheprovider", "-k"]
 FOCUS: Dict[str, str] = {
     "unaligned_group_start_not_checked": "t_contiguous",
@@ -343,6 +350,9 @@ SANITIZER_MUTATIONS: Dict[str, Tuple[str, str]] = {
     # the ping-pong warpgroups' epilogues through the same sub-tile buffers
     "pingpong_warpgroups_share_sub_tile_buffers": ("first_buffer = turn_of * self.epi_stages",
                                                    "first_buffer = 0 * self.epi_stages"),
+    # a claim written into a slot whose last claim not every reader has read
+    "claims_published_without_waiting_for_readers": (
+        "        cute.arch.mbarrier_wait(self.empty + state.index, state.phase)  # every reader has read the slot\n", ""),
     # the schedule read before every thread knows it is written
     "schedule_unsynchronized": ("        pipeline.pipeline_init_wait(cluster_shape_mn=(cluster_m, 1))  # barriers ready in every CTA\n"
                                 "        if cutlass.const_expr(cluster_m > 1):\n"
@@ -422,11 +432,14 @@ def commands(name: str) -> list:
     if name in RULE_MUTATIONS:
         return [[sys.executable, "-m", "pytest", *RULE_TESTS]]
     if name in SANITIZER_MUTATIONS:
+        small = ["only", "claimed_tiles"] if name.startswith("claims_") else []  # (the claimed tiles alone)
         racecheck = None if shutil.which("compute-sanitizer") is None else [
             "compute-sanitizer", "--tool", "racecheck", "--report-api-errors", "no", "--error-exitcode", "1",
-            sys.executable, "-m", "tests.kernels.grouped_mm_small"]
+            sys.executable, "-m", "tests.kernels.grouped_mm_small", *small]
         seen_without_a_gpu = SANITIZER_FOCUS.get(name)
         return ([[sys.executable, "-m", "pytest", *seen_without_a_gpu]] if seen_without_a_gpu else []) + [racecheck]
+    if name.startswith("claims_"):
+        return [[sys.executable, "-m", "pytest", *CLAIMS_TESTS]]
     if name not in FOCUS:
         return [[sys.executable, "-m", "pytest", *TESTS]]
     if name.startswith(("experts_", "combine_", "route_", "decode_")):
