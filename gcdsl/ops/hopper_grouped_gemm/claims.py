@@ -97,11 +97,16 @@ class TileClaims:
     def take(self, state) -> Tuple:
         """A reading warp (all lanes): (the claim in slot `state.index`, the advanced state)."""
         cute.arch.mbarrier_wait(self.full + state.index, state.phase)
-        tile = self.slots[state.index]
-        if cutlass.const_expr(self.cluster_m > 1):
-            cute.arch.fence_view_async_shared()  # the read before the next st.async into the slot
-        cute.arch.sync_warp()  # every lane has read it before the warp's one release
-        if cute.arch.lane_idx() == 0:
+        # Lane 0 alone reads the slot and releases it: its arrive then orders its own read
+        # before the next claim's write, with no other lane's read to account for.
+        lane = cute.arch.lane_idx()
+        tile = cutlass.Int32(0)
+        if lane == 0:
+            tile = self.slots[state.index]
+            if cutlass.const_expr(self.cluster_m > 1):
+                cute.arch.fence_view_async_shared()  # the read before the next st.async into the slot
+        tile = cute.arch.shuffle_sync(tile, 0)
+        if lane == 0:
             if cutlass.const_expr(self.cluster_m == 1):
                 cute.arch.mbarrier_arrive(self.empty + state.index)
             else:
