@@ -113,6 +113,7 @@ REGIONS: Dict[str, Callable[[Results], Optional[str]]] = {
     "W7-orders": training.region_w7_orders,
     "W7-policies": training.region_w7_policies,
     "W7-mma-without-rows": training.region_w7_mma_without_rows,
+    "W7-claimed-tiles": training.region_w7_claimed_tiles,
     "W8": fused_moe.region_w8,
     "W8-h100": fused_moe.region_w8_h100,
     "W8-decode": fused_moe.region_w8_decode,

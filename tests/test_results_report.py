@@ -390,21 +390,27 @@ def test_store_policies_region_shows_each_store_policy_against_the_default():
     assert row.split(" | ")[-3:] == ["1.10x", "0.90x", "1.03x |"]
 
 
-def test_mma_without_rows_region_shows_the_default_over_the_variant_for_the_cases_it_timed():
-    """`--mma-without-rows` runs (W7_mma_without_rows*.json): each case's times, gcdsl's
-    default over the variant and torch over gcdsl; the command names the cases it timed."""
+@pytest.mark.parametrize("region, variant, prefix, flag, label", [
+    ("region_w7_mma_without_rows", "MMA_WITHOUT_ROWS", "W7_mma_without_rows", "--mma-without-rows", "mma without rows"),
+    ("region_w7_claimed_tiles", "CLAIMED_TILES", "W7_claimed", "--claimed-tiles", "claimed tiles")])
+def test_variant_regions_show_the_default_over_the_variant_for_the_cases_they_timed(region, variant, prefix, flag,
+                                                                                    label):
+    """`--mma-without-rows` and `--claimed-tiles` runs (W7_mma_without_rows*.json,
+    W7_claimed*.json): each case's times, gcdsl's default over the variant and torch over
+    gcdsl; the command names the cases it timed."""
     from benchmarks import w7_training
     from benchmarks.reporting import training
 
-    assert training.region_w7_mma_without_rows({}) is None
-    times = {"torch": 3000.0, "gcdsl": 2900.0, w7_training.MMA_WITHOUT_ROWS: 2636.4}
+    render = getattr(training, region)
+    assert render({}) is None
+    times = {"torch": 3000.0, "gcdsl": 2900.0, getattr(w7_training, variant): 2636.4}
     rows = [{"shape": "deepseek-v3-ep8", "tokens": 4096, "case": case, "variant": v, "us": us, "status": "OK"}
             for case in w7_training.RAGGED_ROWS_CASES for v, us in times.items()]
     source = {"results": rows, "config": {"rounds": 3}, "machine": {"gcdsl_git": "abc", "gpu": "NVIDIA H100"}}
-    text = training.region_w7_mma_without_rows({"W7_mma_without_rows_h100": source})
-    assert '--mma-without-rows --shapes deepseek-v3-ep8 --tokens 4096 --cases "w13 forward,w13 input grad,' \
-        'w2 forward,w2 input grad" --rounds 3 --json W7_mma_without_rows_h100`' in text
-    assert "| mma without rows | default / mma without rows | torch / gcdsl |" in text
+    text = render({f"{prefix}_h100": source})
+    assert f'{flag} --shapes deepseek-v3-ep8 --tokens 4096 --cases "w13 forward,w13 input grad,' \
+        f'w2 forward,w2 input grad" --rounds 3 --json {prefix}_h100`' in text
+    assert f"| {label} | default / {label} | torch / gcdsl |" in text
     row = next(line for line in text.splitlines() if line.startswith("| deepseek-v3-ep8"))
     assert row.split(" | ")[1:] == ["4096", "w13 forward", "3000.0", "2900.0", "2636.4", "1.10x", "1.03x |"]
 

@@ -311,6 +311,17 @@ def region_w7_mma_without_rows(results: Results) -> Optional[str]:
         "WGMMAs (above 1, running them is faster)")})
 
 
+def region_w7_claimed_tiles(results: Results) -> Optional[str]:
+    """The runs of `w7_training.py --claimed-tiles` (W7_claimed*.json): gcdsl with its
+    clusters claiming their tiles from a counter, beside gcdsl as it runs and torch."""
+    from .. import w7_training as w7
+
+    return _against_default(results, {"W7_claimed": (
+        "--claimed-tiles", ("claimed tiles",), (w7.CLAIMED_TILES,),
+        "*default / claimed tiles* is gcdsl's time as it runs over its time with its clusters claiming their tiles "
+        "(above 1, claiming is faster)")})
+
+
 def _against_default(results: Results, kinds) -> Optional[str]:
     """The side runs of w7_training.py named by `kinds` (JSON name prefix: (flag, column
     labels, variants, what the ratios say)): each case's times of torch, gcdsl and the
