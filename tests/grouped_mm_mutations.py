@@ -84,10 +84,11 @@ MUTATIONS: Dict[str, Tuple[str, str]] = {
     "scan_without_lane_guard": ("            if lane >= (1 << step):\n                total += other",
                                 "            total += other"),
     "row_end_shifted": ("row_end[lane * c + j + 1] = ends[j]", "row_end[lane * c + j] = ends[j]"),
-    # claimed tiles (`claims.py`): a claim one tile early (a tile twice, the last never),
-    # every other tile claimed
-    "claims_tile_one_early": ("tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters",
-                              "tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters - 1"),
+    # claimed tiles (`claims.py`): a claim one tile late (the first claimable tile never
+    # taken), every other tile claimed. (One tile early is no bug: a cluster's first tile
+    # is then taken twice, and the claims go on to the last.)
+    "claims_tile_one_late": ("tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters",
+                             "tile = cute.arch.shuffle_sync(ticket, 0) + self.num_clusters + 1"),
     "claims_every_other_tile": ("ticket = cute.arch.atomic_add(self.counter, cutlass.Int32(1))",
                                 "ticket = cute.arch.atomic_add(self.counter, cutlass.Int32(2))"),
     # the ragged store
@@ -387,6 +388,8 @@ RULE_TESTS = ["tests/test_grouped_mm_host.py", "-x", "-q", "-p", "no:cacheprovid
 # Seeded races that a test without a GPU also sees: name: pytest's arguments
 SANITIZER_FOCUS: Dict[str, List[str]] = {
     "pingpong_warpgroups_share_sub_tile_buffers": [*CASES_TESTS, "own_buffers"],
+    # (on the GPU: the producer running more tiles ahead than the ring has slots)
+    "claims_published_without_waiting_for_readers": CLAIMS_TESTS[:-1] + ["claimed and 384"],
     "schedule_unsynchronized": ["tests/test_grouped_mm_ptx.py", "-x", "-q", "-p", "no:cacheprovider", "-k",
                                 "schedule_is_written"],
 }

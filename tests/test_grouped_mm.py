@@ -140,12 +140,15 @@ def test_warpgroups_without_rows_running_their_wgmmas_store_only_their_groups_ro
 
 @pytest.mark.parametrize("cluster_m", [1, 2])
 @pytest.mark.parametrize("tile_order", ["m", "n"])
-def test_claimed_tiles_take_every_tile_once(cluster_m, tile_order):
+@pytest.mark.parametrize("n, k", [(1024, 256), (384, 64)])
+def test_claimed_tiles_take_every_tile_once(cluster_m, tile_order, n, k):
     """`claimed_tiles`: each cluster claims its tiles after its first from a counter. Several
-    times more tiles than clusters (the claim ring wraps, a short K lets the producer run
-    ahead), ragged groups with every edge; twice, each call with a counter of its own."""
+    times more tiles than clusters (the claim ring wraps), ragged groups with every edge;
+    twice, each call with a counter of its own. With K one k-tile (128 x 128 tiles, six
+    stages) the producer runs more tiles ahead of the consumers than the ring has slots,
+    so that a claim written before every reader has read the slot's last is seen."""
     rows = ragged_rows(64, seed=5) + [3000, 1, 0, 129]
-    a, b, ends = make_problem(rows, 1024, 256)
+    a, b, ends = make_problem(rows, n, k)
     for _ in range(2):
         check(run_poisoned(a, b, ends, cluster_m=cluster_m, tile_order=tile_order, claimed_tiles=True), a, b, ends)
 
