@@ -89,7 +89,7 @@ class TileClaims:
         else:
             if lane < self.cluster_m:  # lane r writes CTA r's slot
                 cute.arch.mbarrier_arrive_and_expect_tx(full, 4, lane)
-                cute.arch.store_async_dsmem((self.slots.iterator + state.index).align(4), tile, full, lane)
+                cute.arch.store_async_dsmem(self.slots.iterator + state.index, tile, full, lane)
         state.advance()
         return state
 

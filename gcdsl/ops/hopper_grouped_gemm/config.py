@@ -62,9 +62,9 @@ PHASES = ("start", "schedule built", "gate-up loads issued", "down loads issued"
 STAMP_SLOTS = 8
 HEADER_ALIGN = 1024  # the mbarriers and the schedule share the first aligned block(s)
 # Claimed tiles (`GemmConfig.claimed_tiles`): the claims in flight between the warp that
-# claims a cluster's next tile and the warps that read it (`claims.TileClaims`). Four let
-# the producer run up to four tiles ahead of the consumers, more than the ring of k-tiles
-# ever puts it.
+# claims a cluster's next tile and the warps that read it (`claims.TileClaims`). The
+# producer claims up to four tiles ahead of the slowest reader, and waits there: only
+# where a tile has fewer k-tiles than the ring has stages would it run further.
 CLAIM_SLOTS = 4
 CLAIM_READERS = 1 + CONSUMER_WARPS  # warps of a CTA that read every claim: the producer's and the consumers'
 
