@@ -433,11 +433,13 @@ class _Launch:
         """The kernel on a's device, now current; `offs` is on it too (a batch has none: the
         kernel never reads that pointer)."""
         first, second = (b, a) if self.problem.swapped else (a, b)
-        # Claimed tiles: a zeroed counter of the call's own (hopper_grouped_gemm/claims.py)
-        counter = torch.zeros(1, dtype=torch.int32, device=a.device) if self.claimed_tiles else None
+        claims = ()
+        if self.claimed_tiles:  # a zeroed counter of the call's own (hopper_grouped_gemm/claims.py)
+            counter = torch.zeros(1, dtype=torch.int32, device=a.device)  # (alive until the launch)
+            claims = (counter.data_ptr(),)
         self.kernel(first.data_ptr(), second.data_ptr(), out.data_ptr() - self.c_back,
                     (offs if offs is not None else a).data_ptr(), self.problem.total, self.ctas,
-                    _current_stream(index), *((counter.data_ptr(),) if self.claimed_tiles else ()))
+                    _current_stream(index), *claims)
         return out
 
 

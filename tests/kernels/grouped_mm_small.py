@@ -41,30 +41,42 @@ RAGGED_CONFIGURATIONS = (
 )
 
 
+def ragged_problem(rows, n: int, k: int):
+    """(a, b, the group ends, the float32 reference) of 2D x 3D over groups of `rows` rows,
+    `a` 3 rows longer than the groups."""
+    ends = torch.tensor(rows).cumsum(0).to(torch.int32)
+    a = torch.randn(int(ends[-1]) + 3, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(len(rows), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
+    ref = torch.cat([a[s:e].float() @ b[g].float()
+                     for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
+    return a, b, ends, ref
+
+
+def run_poisoned(a, b, ends, ref, out_dtype, label: str, **launch) -> bool:
+    """`grouped_mm_into(..., **launch)` into a NaN-poisoned output: its groups' rows against
+    `ref`, the rows past them still NaN; prints `label` with the verdict."""
+    out = torch.full((a.shape[0], b.shape[2]), float("nan"), device="cuda", dtype=out_dtype)
+    grouped_mm_into(a, b, ends.cuda(), out, **launch)
+    torch.cuda.synchronize()
+    end = int(ends[-1])
+    err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
+    good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
+    print(f"{label}: rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+    return good
+
+
 def many_claims() -> bool:
     """Claimed tiles with more tiles than SMs (on a GPU of up to 320 SMs), so that clusters
     claim real tiles, not only the claim that ends their loop: the groups above 80 times
     over: 640 tiles of 128 x 256 for single CTAs, 480 cluster tiles for pairs."""
     torch.manual_seed(1)
     rows = [0, 1, 129, 64] * 80
-    ends = torch.tensor(rows).cumsum(0).to(torch.int32)
-    n, k = 392, 200
-    a = torch.randn(int(ends[-1]) + 3, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(len(rows), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
-    ref = torch.cat([a[s:e].float() @ b[g].float() for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(),
-                                                                                  ends.tolist()))])
+    a, b, ends, ref = ragged_problem(rows, 392, 200)
     ok = True
     for cluster_m in (1, 2):
-        out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        grouped_mm_into(a, b, ends.cuda(), out, tile_n=256, cluster_m=cluster_m, schedule="cooperative",
-                        claimed_tiles=True)
-        torch.cuda.synchronize()
-        end = int(ends[-1])
-        err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
-        good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
-        ok &= good
-        print(f"{len(rows)} groups, N={n} K={k} cluster_m={cluster_m}, claimed tiles: rel err {err:.1e} "
-              f"{'PASS' if good else 'FAIL'}", flush=True)
+        ok &= run_poisoned(a, b, ends, ref, torch.bfloat16,
+                           f"{len(rows)} groups, N=392 K=200 cluster_m={cluster_m}, claimed tiles",
+                           tile_n=256, cluster_m=cluster_m, schedule="cooperative", claimed_tiles=True)
     return ok
 
 
@@ -72,31 +84,20 @@ def ragged_rows(rows, only: str = "") -> bool:
     """2D x 3D in every configuration of the kernel with ragged rows (or only those with
     option `only`)."""
     torch.manual_seed(0)
-    ends = torch.tensor(rows).cumsum(0).to(torch.int32)
     ok = True
     for n, k in ((392, 200), (328, 136)):  # 128x256 and 128x128 tiles (gcdsl.ops.grouped_mm_rules.pick_tile_n)
-        a = torch.randn(int(ends[-1]) + 3, k, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(len(rows), n, k, device="cuda", dtype=torch.bfloat16).transpose(-2, -1)
-        ref = torch.cat([a[s:e].float() @ b[g].float()
-                         for g, (s, e) in enumerate(zip([0] + ends[:-1].tolist(), ends.tolist()))])
+        a, b, ends, ref = ragged_problem(rows, n, k)
         for out_dtype in (torch.bfloat16, torch.float32):
             for cluster_m, schedule, order, options in RAGGED_CONFIGURATIONS:
                 if only and only not in options:
                     continue
                 if (cluster_m, schedule) == (2, "pingpong") and not pairs_fit(n, 192):
                     continue  # (392 mod 192 = 8: each CTA's half of the last B tile must start inside B)
-                out = torch.full((a.shape[0], n), float("nan"), device="cuda", dtype=out_dtype)
                 tile_n = pick_tile_n(n) if schedule == "cooperative" else None  # ping-pong: 192 here
-                grouped_mm_into(a, b, ends.cuda(), out, tile_n=tile_n, cluster_m=cluster_m, schedule=schedule,
-                                tile_order=order, **options)
-                torch.cuda.synchronize()
-                end = int(ends[-1])
-                err = ((out[:end].float() - ref).abs().max() / ref.abs().max()).item()
-                good = err <= 1e-2 and bool(torch.isnan(out[end:]).all())
-                ok &= good
                 extra = "".join(f", {name}" for name in options)
-                print(f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order{extra}: "
-                      f"rel err {err:.1e} {'PASS' if good else 'FAIL'}", flush=True)
+                ok &= run_poisoned(a, b, ends, ref, out_dtype,
+                                   f"N={n} K={k} out={out_dtype} cluster_m={cluster_m} {schedule} {order}-order{extra}",
+                                   tile_n=tile_n, cluster_m=cluster_m, schedule=schedule, tile_order=order, **options)
     return ok
 
 
